@@ -1,0 +1,46 @@
+"""Hermes Bridge: serve this Blender to local AI agents over a loopback MCP endpoint.
+
+Registration only: no work happens at import time, and every submodule is imported inside
+register(), so the network layer stays importable (and testable) without Blender.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_cli_handle: Any = None
+
+
+def _classes() -> tuple[type, ...]:
+    from . import operators, prefs, ui
+
+    return (prefs.HermesBridgePreferences, operators.HERMES_BRIDGE_OT_start, operators.HERMES_BRIDGE_OT_stop, ui.HERMES_BRIDGE_PT_panel)
+
+
+def register() -> None:
+    global _cli_handle
+    import bpy
+
+    from . import cli, operators
+
+    for cls in _classes():
+        bpy.utils.register_class(cls)
+    _cli_handle = bpy.utils.register_cli_command(cli.COMMAND, cli.run)
+    if not bpy.app.background:
+        bpy.app.timers.register(operators.auto_start, first_interval=1.0)
+
+
+def unregister() -> None:
+    global _cli_handle
+    import bpy
+
+    from . import operators, service
+
+    service.stop()
+    if bpy.app.timers.is_registered(operators.auto_start):
+        bpy.app.timers.unregister(operators.auto_start)
+    if _cli_handle is not None:
+        bpy.utils.unregister_cli_command(_cli_handle)
+        _cli_handle = None
+    for cls in reversed(_classes()):
+        bpy.utils.unregister_class(cls)

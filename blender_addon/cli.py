@@ -1,0 +1,81 @@
+"""`blender -b [file.blend] --command hermes_bridge [--port N]`: serve until interrupted.
+
+In background mode (and Blender-as-a-module) timers never fire, so this runs the blocking
+pump on the main thread. The headless runner calls `run` directly with the same arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from types import FrameType
+
+from . import prefs, service
+from .errors import BridgeError
+
+COMMAND = "hermes_bridge"
+
+
+def run(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog=f"blender -b [file.blend] --command {COMMAND}",
+        description="Serve this Blender to local agents over MCP (loopback only) until interrupted.",
+    )
+    parser.add_argument("--port", type=int, default=None, help="MCP port on 127.0.0.1 (default: preference, 0 = any)")
+    parser.add_argument("--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)")
+    parser.add_argument("--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)")
+    args = parser.parse_args(argv)
+
+    defaults = prefs.config()
+    config = service.BridgeConfig(port=defaults.port if args.port is None else args.port, runtime_file=args.runtime_file)
+    try:
+        bridge = service.start(config, gui=False)
+    except BridgeError as exc:
+        print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    dispatcher = bridge.dispatcher
+    restore = _on_signals(lambda: dispatcher.request_stop())
+    if args.stop_on_stdin_eof:
+        threading.Thread(target=_wait_for_eof, args=(dispatcher.request_stop,), name="hermes-stdin", daemon=True).start()
+    print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
+    if note := bridge.takeover_note():
+        print(f"{COMMAND}: {note}", flush=True)
+    try:
+        dispatcher.serve()
+    finally:
+        restore()
+        service.stop()
+        print(f"{COMMAND}: stopped", flush=True)
+    return 0
+
+
+def _wait_for_eof(stop: Callable[[], None]) -> None:
+    try:
+        while sys.stdin.buffer.read(4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    stop()
+
+
+def _on_signals(stop: Callable[[], None]) -> Callable[[], None]:
+    """Route SIGINT/SIGTERM (SIGBREAK on Windows) to `stop`; returns a function restoring the old handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+    names = ("SIGINT", "SIGTERM", "SIGBREAK")
+    wanted = [getattr(signal, name) for name in names if hasattr(signal, name)]
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop()
+
+    previous = {signum: signal.signal(signum, handler) for signum in wanted}
+
+    def restore() -> None:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+    return restore

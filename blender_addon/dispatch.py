@@ -1,0 +1,186 @@
+"""The one place where network threads meet bpy.
+
+Network threads only submit jobs; bpy runs on Blender's main thread, driven by one of two
+pumps over the same queue: a persistent `bpy.app.timers` function in the GUI, or a blocking
+loop on the main thread in background mode and Blender-as-a-module (where timers never fire).
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import bpy
+
+from .errors import BridgeStopped, DispatchTimeout
+
+_QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
+
+
+class Job:
+    """One unit of main-thread work and the rendezvous its submitter waits on."""
+
+    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error")
+
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self._fn = fn
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._state = _QUEUED
+        self._result: Any = None
+        self._error: BaseException | None = None
+
+    def wait(self, timeout: float) -> Any:
+        """The job's result; a job still queued at the deadline is cancelled, never run late."""
+        if not self._done.wait(timeout):
+            with self._lock:
+                if self._state == _QUEUED:
+                    self._state = _CANCELLED
+                    raise DispatchTimeout(
+                        f"Blender's main thread did not take the request within {timeout:g} s; it is busy "
+                        "(a modal operator, a render or a long script). The request was not run; try again."
+                    )
+            raise DispatchTimeout(
+                f"the request was still running in Blender after {timeout:g} s; it will finish, "
+                "but its result is discarded. Check the scene before repeating it."
+            )
+        if self._error is not None:
+            raise self._error
+        return self._result
+
+    def cancel(self, error: BaseException) -> None:
+        with self._lock:
+            if self._state != _QUEUED:
+                return
+            self._state = _CANCELLED
+        self._error = error
+        self._done.set()
+
+    def run(self) -> None:
+        with self._lock:
+            if self._state != _QUEUED:
+                return
+            self._state = _RUNNING
+        try:
+            self._result = self._fn()
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - SystemExit from user code must not kill Blender
+            self._error = exc
+        finally:
+            self._state = _DONE
+            self._done.set()
+
+
+class Dispatcher:
+    """A job queue drained on the main thread by whichever pump is running."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+        self._stop = threading.Event()
+        self._closed = False
+
+    def submit(self, fn: Callable[[], Any]) -> Job:
+        if self._closed:
+            raise BridgeStopped("the bridge is stopping; the request was not run")
+        job = Job(fn)
+        self._queue.put(job)
+        return job
+
+    def pending(self) -> bool:
+        return not self._queue.empty()
+
+    def run_pending(self, budget: float) -> int:
+        """Run queued jobs until the queue is empty or `budget` seconds are used (main thread only)."""
+        deadline = time.monotonic() + budget
+        ran = 0
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return ran
+            if job is not None:
+                job.run()
+                ran += 1
+            if time.monotonic() >= deadline:
+                return ran
+
+    def serve(self, poll: float = 0.5) -> None:
+        """Blocking pump for background mode: run jobs until request_stop() (main thread only)."""
+        while not self._stop.is_set():
+            try:
+                job = self._queue.get(timeout=poll)
+            except queue.Empty:
+                continue
+            if job is not None:
+                job.run()
+
+    def request_stop(self) -> None:
+        """Ask the blocking pump to return; safe from signal handlers and other threads."""
+        self._stop.set()
+        self._queue.put(None)
+
+    def close(self) -> None:
+        """Refuse new jobs and release everyone waiting on a queued one."""
+        self._closed = True
+        self.request_stop()
+        while True:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            if job is not None:
+                job.cancel(BridgeStopped("the bridge stopped before the request ran"))
+
+
+# --- GUI pump ---------------------------------------------------------------------------
+# A module-level function (not a bound method) so `is_registered` finds it, and one that
+# never raises, because Blender silently unregisters a timer whose callback raises.
+
+GUI_BUDGET = 0.02
+"""Seconds of jobs per tick, so a burst of requests never freezes the UI."""
+ACTIVE_INTERVAL = 0.0
+WARM_INTERVAL = 0.01
+IDLE_INTERVAL = 0.05
+WARM_PERIOD = 1.0
+
+_gui_dispatcher: Dispatcher | None = None
+_last_work = 0.0
+_clock: Callable[[], float] = time.monotonic
+
+
+def gui_tick() -> float | None:
+    """Timer callback: drain within budget, then pick the next interval."""
+    global _last_work
+    dispatcher = _gui_dispatcher
+    if dispatcher is None:
+        return None
+    try:
+        ran = dispatcher.run_pending(GUI_BUDGET)
+    except Exception:  # noqa: BLE001 - keep the pump alive whatever happens
+        traceback.print_exc(file=sys.stderr)
+        ran = 1
+    now = _clock()
+    if ran or dispatcher.pending():
+        _last_work = now
+        return ACTIVE_INTERVAL
+    return WARM_INTERVAL if now - _last_work < WARM_PERIOD else IDLE_INTERVAL
+
+
+def start_gui_pump(dispatcher: Dispatcher) -> None:
+    global _gui_dispatcher
+    _gui_dispatcher = dispatcher
+    if not bpy.app.timers.is_registered(gui_tick):
+        bpy.app.timers.register(gui_tick, first_interval=0.0, persistent=True)
+
+
+def stop_gui_pump() -> None:
+    global _gui_dispatcher
+    _gui_dispatcher = None
+    if bpy.app.timers.is_registered(gui_tick):
+        bpy.app.timers.unregister(gui_tick)

@@ -1,0 +1,48 @@
+"""The add-on's one exception hierarchy.
+
+Every error the bridge raises on purpose derives from BridgeError, so the panel, the CLI
+command and the protocol layers can turn it into a clear message without guessing.
+"""
+
+from __future__ import annotations
+
+
+class BridgeError(Exception):
+    """Base of every deliberate add-on error; its message is meant for a person."""
+
+
+class NonLoopbackAddress(BridgeError):
+    """A listener was asked to bind an address that is not loopback."""
+
+
+class PortUnavailable(BridgeError):
+    """The port is held by another program or forbidden by the OS."""
+
+
+class DispatchTimeout(BridgeError):
+    """Blender's main thread did not take or finish a job in time."""
+
+
+class BridgeStopped(BridgeError):
+    """The bridge stopped while a job was waiting."""
+
+
+class ToolError(BridgeError):
+    """A tool could not do what was asked; the message goes back to the agent.
+
+    `state` names a structured condition the agent can act on (for example
+    `no_interactive_session`); `details` carries extra JSON-able facts.
+    """
+
+    def __init__(self, message: str, *, state: str | None = None, **details: object) -> None:
+        super().__init__(message)
+        self.state = state
+        self.details = details
+
+
+class InvalidArguments(ToolError):
+    """The arguments did not match the tool's input schema."""
+
+
+class UnknownTool(BridgeError):
+    """No tool of that name is in the catalogue."""

@@ -1,0 +1,188 @@
+"""The MCP endpoint's HTTP face: guards first, then one JSON-RPC message per POST.
+
+Order matters: the DNS-rebinding guard (Host, Origin) and the bearer check run before the
+body is even parsed, so nothing unauthenticated reaches the protocol or Blender.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from .auth import Token, bearer_matches, host_allowed, origin_allowed
+from .http import Request, Response
+from .mcp import (
+    HANDSHAKE_VERSIONS,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    META_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND,
+    MODERN_VERSION,
+    PARSE_ERROR,
+    SUPPORTED_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpProtocol,
+    RpcError,
+    dumps,
+)
+from .sessions import SessionStore
+
+ENDPOINT_PATH = "/mcp"
+SESSION_HEADER = "Mcp-Session-Id"
+VERSION_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+
+# JSON-RPC error code -> HTTP status on the stateless era (the SDK's own table).
+_MODERN_STATUS = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    INVALID_PARAMS: 400,
+    HEADER_MISMATCH: 400,
+    UNSUPPORTED_PROTOCOL_VERSION: 400,
+    METHOD_NOT_FOUND: 404,
+}
+
+
+class McpHttpApp:
+    """Callable HTTP app for `POST /mcp`; thread-safe, one instance per listener."""
+
+    def __init__(
+        self,
+        protocol: McpProtocol,
+        token: Token,
+        port: Callable[[], int],
+        sessions: SessionStore,
+        *,
+        on_internal_error: Callable[[BaseException], None] = lambda exc: None,
+    ) -> None:
+        self._protocol = protocol
+        self._token = token
+        self._port = port
+        self._sessions = sessions
+        self._on_internal_error = on_internal_error
+
+    def __call__(self, request: Request) -> Response:
+        if request.path != ENDPOINT_PATH:
+            return Response.text(404, f"not found; the MCP endpoint is {ENDPOINT_PATH}")
+        if not host_allowed(request.header("host"), self._port()):
+            return Response.text(403, "forbidden: the Host header must name this bridge on loopback")
+        if not origin_allowed(request.header("origin")):
+            return Response.text(403, "forbidden: requests from a non-loopback Origin are refused")
+        if not bearer_matches(request.header("authorization"), self._token):
+            # No resource_metadata: this is not an OAuth server, only a wrong or stale token.
+            challenge = 'Bearer realm="blender-bridge", error="invalid_token"'
+            return Response.text(
+                401,
+                "unauthorized: send 'Authorization: Bearer <token>' with the token from Blender's runtime file",
+                headers=[("WWW-Authenticate", challenge)],
+            )
+        if request.method == "DELETE":
+            return self._end_session(request)
+        if request.method != "POST":
+            return Response.text(405, "method not allowed: POST JSON-RPC messages", headers=[("Allow", "POST, DELETE")])
+        content_type = (request.header("content-type") or "").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            return Response.text(415, "unsupported media type: send Content-Type: application/json")
+        try:
+            return self._message(request)
+        except Exception as exc:  # noqa: BLE001 - one bad request must never stop the bridge
+            self._on_internal_error(exc)
+            return _rpc_error(None, RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}"), 500)
+
+    def _end_session(self, request: Request) -> Response:
+        session_id = request.header(SESSION_HEADER)
+        if not session_id:
+            return Response.text(400, f"DELETE needs the {SESSION_HEADER} header")
+        if not self._sessions.end(session_id):
+            return Response.text(404, "no such session")
+        return Response(204)
+
+    def _message(self, request: Request) -> Response:
+        try:
+            message = json.loads(request.body)
+        except (UnicodeDecodeError, ValueError) as exc:
+            return _rpc_error(None, RpcError(PARSE_ERROR, f"Parse error: {exc}"), 400)
+        if isinstance(message, list):
+            return _rpc_error(None, RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported"), 400)
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return _rpc_error(None, RpcError(INVALID_REQUEST, "expected one JSON-RPC 2.0 object"), 400)
+        if "method" not in message:
+            return Response(202)  # a client's response to us; we never ask, so nothing to match
+        if "id" not in message:
+            return Response(202)  # notifications (e.g. notifications/initialized) need no answer
+        request_id = message["id"]
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            return _rpc_error(None, RpcError(INVALID_REQUEST, "'id' must be a string or an integer"), 400)
+        method, params = message["method"], message.get("params", {})
+        if not isinstance(method, str):
+            return _rpc_error(request_id, RpcError(INVALID_REQUEST, "'method' must be a string"), 400)
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            return _rpc_error(request_id, RpcError(INVALID_PARAMS, "'params' must be an object"), 400)
+        meta = params.get("_meta")
+        if method == "initialize":
+            return self._initialize(request_id, params)
+        if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta or method == "server/discover":
+            return self._modern(request, request_id, method, params, meta if isinstance(meta, dict) else {})
+        return self._legacy(request, request_id, method, params)
+
+    def _initialize(self, request_id: str | int, params: dict[str, Any]) -> Response:
+        result, version = self._protocol.initialize(params)
+        session_id = self._sessions.create(version)
+        return _rpc_result(request_id, result, [(SESSION_HEADER, session_id)])
+
+    def _modern(
+        self, request: Request, request_id: str | int, method: str, params: dict[str, Any], meta: dict[str, Any]
+    ) -> Response:
+        version = meta.get(META_PROTOCOL_VERSION, request.header(VERSION_HEADER) or MODERN_VERSION)
+        try:
+            if version != MODERN_VERSION:
+                raise RpcError(
+                    UNSUPPORTED_PROTOCOL_VERSION,
+                    f"unsupported protocol version {version!r}",
+                    {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+                )
+            header_version = request.header(VERSION_HEADER)
+            if header_version is not None and header_version != version:
+                raise RpcError(HEADER_MISMATCH, f"{VERSION_HEADER} header {header_version!r} differs from _meta {version!r}")
+            header_method = request.header(METHOD_HEADER)
+            if header_method is not None and header_method != method:
+                raise RpcError(HEADER_MISMATCH, f"{METHOD_HEADER} header {header_method!r} differs from method {method!r}")
+            result = self._protocol.dispatch(method, params, modern=True)
+        except RpcError as error:
+            return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200))
+        return _rpc_result(request_id, result)
+
+    def _legacy(self, request: Request, request_id: str | int, method: str, params: dict[str, Any]) -> Response:
+        header_version = request.header(VERSION_HEADER)
+        if header_version is not None and header_version not in HANDSHAKE_VERSIONS:
+            error = RpcError(INVALID_REQUEST, f"unsupported {VERSION_HEADER} {header_version!r}")
+            return _rpc_error(request_id, error, 400)
+        session_id = request.header(SESSION_HEADER)
+        if not session_id:
+            error = RpcError(INVALID_REQUEST, f"missing {SESSION_HEADER}: send initialize first, or use _meta (2026-07-28)")
+            return _rpc_error(request_id, error, 400)
+        if self._sessions.touch(session_id) is None:
+            return _rpc_error(request_id, RpcError(INVALID_REQUEST, "session expired or unknown; initialize again"), 404)
+        try:
+            result = self._protocol.dispatch(method, params, modern=False)
+        except RpcError as error:
+            return _rpc_error(request_id, error, 200)
+        return _rpc_result(request_id, result)
+
+
+def _rpc_result(request_id: str | int, result: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Response:
+    return _json(200, {"jsonrpc": "2.0", "id": request_id, "result": result}, headers)
+
+
+def _rpc_error(request_id: str | int | None, error: RpcError, status: int) -> Response:
+    return _json(status, {"jsonrpc": "2.0", "id": request_id, "error": error.as_error()})
+
+
+def _json(status: int, payload: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Response:
+    body = dumps(payload).encode("utf-8")
+    return Response(status, body, [("Content-Type", "application/json"), *(headers or [])])

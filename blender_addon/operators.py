@@ -1,0 +1,53 @@
+"""Start and stop the bridge from the UI."""
+
+from __future__ import annotations
+
+import bpy
+
+from . import prefs, service
+from .errors import BridgeError
+
+
+class HERMES_BRIDGE_OT_start(bpy.types.Operator):
+    """Start the loopback bridge and publish its runtime file"""
+
+    bl_idname = "hermes_bridge.start"
+    bl_label = "Start Bridge"
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        try:
+            bridge = service.start(prefs.config(), gui=not bpy.app.background)
+        except BridgeError as exc:
+            self.report({"ERROR"}, str(exc))
+            return {"CANCELLED"}
+        note = bridge.takeover_note()
+        self.report({"WARNING"} if note else {"INFO"}, note or f"Bridge listening at {bridge.endpoint}")
+        return {"FINISHED"}
+
+
+class HERMES_BRIDGE_OT_stop(bpy.types.Operator):
+    """Stop the bridge and remove its runtime file"""
+
+    bl_idname = "hermes_bridge.stop"
+    bl_label = "Stop Bridge"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return service.active() is not None
+
+    def execute(self, context: bpy.types.Context) -> set[str]:
+        service.stop()
+        self.report({"INFO"}, "Bridge stopped")
+        return {"FINISHED"}
+
+
+def auto_start() -> None:
+    """Timer callback after startup: start the bridge if the preference says so."""
+    settings = prefs.preferences()
+    if settings is None or not settings.auto_start or service.active() is not None:
+        return None
+    try:
+        service.start(prefs.config(), gui=True)
+    except BridgeError as exc:
+        print(f"hermes_bridge: the bridge did not start: {exc}")
+    return None

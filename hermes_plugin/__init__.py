@@ -1,0 +1,1 @@
+"""Agent-side toolkit for blender-bridge."""

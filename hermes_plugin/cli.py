@@ -1,0 +1,177 @@
+"""`hermes-blender`: run, query and check a Blender bridge from a terminal.
+
+Exit codes: 0 success; 1 a tool answered with an error; 2 usage or start-up failure;
+3 Blender is unavailable (the message names the state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from .client import BridgeClient, ToolResult
+from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
+from .contract.redact import REDACTOR
+from .errors import BlenderBridgeError, HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
+from .headless import HeadlessBlender
+from .summary import format_objects_summary
+
+EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except LiveEndpointUnavailable as exc:
+        _error(f"Blender is unavailable [{exc.state}]: {exc}")
+        return EXIT_UNAVAILABLE
+    except BlenderBridgeError as exc:
+        _error(str(exc))
+        return EXIT_FAILURE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hermes-blender", description="Connect agents to a live Blender.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run a headless Blender with the bridge until Ctrl+C")
+    serve.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
+    serve.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (0 = any free port)")
+    _runtime_file_option(serve)
+    serve.set_defaults(handler=_serve)
+
+    call = commands.add_parser("call", help="call one tool on the running Blender")
+    call.add_argument("tool", help="tool name, e.g. get_objects_summary")
+    call.add_argument("--arguments", default="{}", help="tool arguments as a JSON object")
+    call.add_argument("--mode", choices=("auto", "legacy", "2026-07-28"), default="auto", help="MCP protocol era")
+    _runtime_file_option(call)
+    _json_option(call)
+    call.set_defaults(handler=_call)
+
+    demo = commands.add_parser("demo", help="start a headless Blender, list its scene, stop it")
+    demo.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
+    _json_option(demo)
+    demo.set_defaults(handler=_demo)
+    return parser
+
+
+def _runtime_file_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--runtime-file", default=DECLARED_PATH, help=f"runtime file to publish/read (default: {DECLARED_PATH})"
+    )
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="machine-readable output on stdout")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    _require_bpy()
+    runtime_file = _expand(args.runtime_file)
+    with HeadlessBlender(runtime_file, blend=args.blend, port=args.port) as blender:
+        endpoint = blender.endpoint
+        assert endpoint is not None
+        _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
+        _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
+        try:
+            code = _wait_for_exit(blender)
+        except KeyboardInterrupt:
+            _progress("stopping...")
+            code = None
+    if code not in (None, 0):
+        _error(f"Blender exited with code {code}")
+        return EXIT_FAILURE
+    _progress("stopped; runtime file removed" if not runtime_file.exists() else "stopped")
+    return EXIT_OK
+
+
+def _wait_for_exit(blender: HeadlessBlender) -> int | None:
+    import psutil
+
+    try:
+        return psutil.Process(blender.pid).wait()
+    except psutil.NoSuchProcess:
+        return None
+
+
+def _call(args: argparse.Namespace) -> int:
+    try:
+        arguments = json.loads(args.arguments)
+    except ValueError as exc:
+        _error(f"--arguments is not valid JSON: {exc}")
+        return EXIT_FAILURE
+    if not isinstance(arguments, dict):
+        _error("--arguments must be a JSON object")
+        return EXIT_FAILURE
+    client = BridgeClient(RuntimeFileSpec(path=args.runtime_file), mode=args.mode)
+    result = asyncio.run(client.call_tool(args.tool, arguments))
+    _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None)
+    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _demo(args: argparse.Namespace) -> int:
+    _require_bpy()
+    with tempfile.TemporaryDirectory(prefix="hermes-demo-") as folder:
+        runtime_file = Path(folder) / "server.json"
+        _progress("starting a headless Blender with the bridge (factory scene)..." if args.blend is None
+                  else f"starting a headless Blender with the bridge on {args.blend}...")
+        with HeadlessBlender(runtime_file, blend=args.blend) as blender:
+            endpoint = blender.endpoint
+            assert endpoint is not None
+            _progress(f"runtime file published: {endpoint.url} (pid {endpoint.pid}); asking for the scene...")
+            client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)))
+            result = asyncio.run(client.call_tool("get_objects_summary"))
+        gone = not runtime_file.exists()
+        _print_result(result, args.json, format_objects_summary)
+        _progress("Blender stopped; runtime file removed." if gone else "Blender stopped, but its runtime file is still there.")
+    if not gone:
+        return EXIT_FAILURE
+    return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[str, Any]], str] | None) -> None:
+    data = result.data()
+    if as_json:
+        print(REDACTOR.redact(json.dumps({"is_error": result.is_error, "result": data}, indent=2)))
+    elif result.is_error or formatter is None or not isinstance(data, dict):
+        text = data if isinstance(data, str) else json.dumps(data, indent=2)
+        print(REDACTOR.redact(("tool error: " if result.is_error else "") + text))
+    else:
+        print(REDACTOR.redact(formatter(data)))
+
+
+def _require_bpy() -> None:
+    if importlib.util.find_spec("bpy") is None:
+        raise HeadlessStartError(
+            "Blender-as-a-module (bpy 5.1, Python 3.13) is not installed for this Python; "
+            "run from the repository with `uv run hermes-blender ...`"
+        )
+
+
+def _expand(path: str) -> Path:
+    from .contract.host import HostFacts
+
+    return HostFacts().expand_path(path)
+
+
+def _progress(message: str) -> None:
+    print(REDACTOR.redact(message), file=sys.stderr, flush=True)
+
+
+def _error(message: str) -> None:
+    print(f"hermes-blender: error: {REDACTOR.redact(message)}", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

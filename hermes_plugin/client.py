@@ -1,0 +1,96 @@
+"""Calls the bridge with the official `mcp` client, finding it ONLY through the runtime file.
+
+Every connection re-reads the file (the port and token may have changed since the last one);
+a missing file, a malformed endpoint or a dead pid raises LiveEndpointUnavailable and no
+configured URL is ever tried instead.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.redact import REDACTOR
+from .errors import ToolCallFailed
+
+Mode = Literal["auto", "legacy", "2026-07-28"]
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    is_error: bool
+    structured: dict[str, Any] | None
+    text: str
+    """The text content joined; for JSON tools, the same data as `structured`."""
+
+    def data(self) -> Any:
+        """The structured result, else the text parsed as JSON, else the text."""
+        if self.structured is not None:
+            return self.structured
+        try:
+            return json.loads(self.text)
+        except ValueError:
+            return self.text
+
+
+class BridgeClient:
+    def __init__(
+        self,
+        spec: RuntimeFileSpec = RuntimeFileSpec(),
+        host: HostFacts | None = None,
+        *,
+        mode: Mode = "auto",
+        timeout: float = 150.0,
+    ) -> None:
+        self._spec = spec
+        self._host = host
+        self._mode = mode
+        self._timeout = timeout
+
+    def endpoint(self) -> LiveEndpoint:
+        return read_live_endpoint(self._spec, self._host)
+
+    @asynccontextmanager
+    async def session(self) -> AsyncIterator[Client]:
+        """One MCP connection to the endpoint the runtime file names right now."""
+        endpoint = self.endpoint()
+        async with httpx2.AsyncClient(headers=endpoint.headers(), timeout=self._timeout) as http:
+            transport = streamable_http_client(endpoint.url, http_client=http)
+            try:
+                async with Client(transport, mode=self._mode, read_timeout_seconds=self._timeout) as client:
+                    yield client
+            except httpx2.HTTPStatusError as exc:
+                raise ToolCallFailed(_status_message(exc.response.status_code, endpoint)) from None
+            except (httpx2.TransportError, OSError) as exc:
+                raise ToolCallFailed(REDACTOR.redact(f"cannot reach Blender at {endpoint.url}: {exc}")) from None
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        async with self.session() as client:
+            result = await client.list_tools()
+        return [tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in result.tools]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        async with self.session() as client:
+            result = await client.call_tool(name, arguments or {})
+        text = "\n".join(getattr(block, "text", "") for block in result.content if getattr(block, "type", "") == "text")
+        return ToolResult(bool(result.is_error), result.structured_content, text)
+
+
+def _status_message(status: int, endpoint: LiveEndpoint) -> str:
+    if status == 401:
+        return (
+            f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (401): the file is stale "
+            "or another program wrote it; restart the bridge in Blender, then try again"
+        )
+    if status == 403:
+        return f"Blender at {endpoint.url} refused this client's Host or Origin (403)"
+    return f"Blender at {endpoint.url} answered HTTP {status}"

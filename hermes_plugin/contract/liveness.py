@@ -1,0 +1,121 @@
+"""The runtime file reader: the ONLY source of a live endpoint.
+
+Read fresh on every call, never cached, never replaced by a configured URL. Where Hermes's
+lines differ, the stricter rule wins: a boolean or out-of-range pid is malformed, IPv6
+brackets are kept, and the rebuilt URL is re-checked to still be loopback http on the port.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from ..errors import LiveEndpointUnavailable
+from .host import HostFacts
+from .redact import REDACTOR, Secret
+
+DECLARED_PATH = "~/AppData/Local/Blender/server.json"
+"""Must equal plugin.json's liveness path and the add-on's constant (a test holds all three)."""
+DEFAULT_ENDPOINT_PATH = "/mcp"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_PID = 2**31 - 1
+_ENDPOINT_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+
+APP_NOT_RUNNING = "app_not_running"
+ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
+
+
+@dataclass(frozen=True)
+class RuntimeFileSpec:
+    """Where the endpoint is published and under which keys (plugin.json `liveness`)."""
+
+    path: str = DECLARED_PATH
+    url_key: str = "http"
+    token_key: str = "token"
+    pid_key: str = "pid"
+    endpoint_path: str = DEFAULT_ENDPOINT_PATH
+
+
+@dataclass(frozen=True)
+class LiveEndpoint:
+    url: str
+    token: Secret
+    pid: int
+    runtime_file: Path
+
+    def headers(self) -> dict[str, str]:
+        """The Authorization header, or none for a token-less (auth-disabled) build."""
+        return {"Authorization": f"Bearer {self.token.reveal()}"} if self.token else {}
+
+
+def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFacts | None = None) -> LiveEndpoint:
+    """The endpoint the running app published, or LiveEndpointUnavailable saying why."""
+    host = host or HostFacts()
+    path = host.expand_path(spec.path)
+    record = _load(path)
+    pid = record.get(spec.pid_key)
+    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= MAX_PID:
+        raise LiveEndpointUnavailable(f"runtime file {path} has no valid pid (found {pid!r})", state=ENDPOINT_UNAVAILABLE)
+    if not host.pid_alive(pid):
+        raise LiveEndpointUnavailable(
+            f"runtime file {path} names pid {pid}, which is not running: Blender has exited", state=APP_NOT_RUNNING
+        )
+    url = endpoint_url(record.get(spec.url_key), spec.endpoint_path)
+    raw_token = record.get(spec.token_key)
+    token = Secret(raw_token if isinstance(raw_token, str) else "")
+    if token:
+        REDACTOR.register(token)  # before anything can build a header from it
+    return LiveEndpoint(url=url, token=token, pid=pid, runtime_file=path)
+
+
+def endpoint_url(raw: object, endpoint_path: str = DEFAULT_ENDPOINT_PATH) -> str:
+    """Validate a published address and rebuild it as http://host:port<endpoint_path>."""
+    if not isinstance(raw, str) or not raw:
+        raise _invalid(f"the endpoint address is missing or not a string ({raw!r})")
+    if not _ENDPOINT_PATH.fullmatch(endpoint_path) or ".." in endpoint_path:
+        raise _invalid(f"endpoint path {endpoint_path!r} is not a plain absolute path")
+    try:
+        parts = urlsplit(raw)
+        port = parts.port
+        hostname = parts.hostname
+    except ValueError as exc:
+        raise _invalid(f"the endpoint address {raw!r} is malformed ({exc})") from None
+    if parts.scheme != "http":
+        raise _invalid(f"the endpoint address {raw!r} must use plain http on loopback")
+    if parts.username is not None or parts.password is not None:
+        raise _invalid(f"the endpoint address {raw!r} must not carry credentials")
+    if hostname not in LOOPBACK_HOSTS:
+        raise _invalid(f"the endpoint address {raw!r} is not on loopback; it will not be contacted")
+    if port is None or not 1 <= port <= 65535:
+        raise _invalid(f"the endpoint address {raw!r} has no explicit port")
+    host_part = f"[{hostname}]" if ":" in hostname else hostname
+    url = f"http://{host_part}:{port}{endpoint_path}"
+    check = urlsplit(url)
+    if check.scheme != "http" or check.hostname not in LOOPBACK_HOSTS or check.port != port:
+        raise _invalid(f"the endpoint address {raw!r} does not stay on loopback once joined")
+    return url
+
+
+def _load(path: Path) -> dict[str, object]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise LiveEndpointUnavailable(
+            f"no runtime file at {path}: Blender is not running with the bridge started", state=ENDPOINT_UNAVAILABLE
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=ENDPOINT_UNAVAILABLE) from None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        raise LiveEndpointUnavailable(f"runtime file {path} is not valid JSON", state=ENDPOINT_UNAVAILABLE) from None
+    if not isinstance(record, dict):
+        raise LiveEndpointUnavailable(f"runtime file {path} is not a JSON object", state=ENDPOINT_UNAVAILABLE)
+    return record
+
+
+def _invalid(reason: str) -> LiveEndpointUnavailable:
+    return LiveEndpointUnavailable(reason, state=ENDPOINT_UNAVAILABLE)

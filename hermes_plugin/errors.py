@@ -1,0 +1,31 @@
+"""The agent side's one exception hierarchy (documented in one place, like httpx's)."""
+
+from __future__ import annotations
+
+
+class BlenderBridgeError(Exception):
+    """Base of every deliberate error in hermes_plugin; the message is meant for a person."""
+
+
+class LiveEndpointUnavailable(BlenderBridgeError):
+    """The runtime file gives no usable endpoint; there is never a fallback to a configured URL.
+
+    `state` is the named availability state the failure maps to (`app_not_running` for a dead
+    pid, `endpoint_unavailable` for a missing or malformed file or endpoint).
+    """
+
+    def __init__(self, message: str, *, state: str) -> None:
+        super().__init__(message)
+        self.state = state
+
+
+class HeadlessStartError(BlenderBridgeError):
+    """A headless Blender could not be started or did not publish its endpoint."""
+
+
+class ToolCallFailed(BlenderBridgeError):
+    """The bridge answered, but the call failed (transport, protocol or tool error)."""
+
+
+class ContractError(BlenderBridgeError):
+    """plugin.json, mcp.json or a skill breaks a rule Hermes enforces; names the rule."""

@@ -1,0 +1,136 @@
+"""A headless Blender serving the bridge: Blender-as-a-module in a child process.
+
+The child installs the add-on from this repository into a private, throw-away user folder
+(nothing touches the user's Blender configuration), opens the factory scene or a .blend,
+and serves until its standard input closes, which also stops it if this process dies.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .errors import HeadlessStartError, LiveEndpointUnavailable
+
+ADDON_SOURCE = Path(__file__).resolve().parent.parent / "blender_addon"
+
+
+class HeadlessBlender:
+    """Context manager: `with HeadlessBlender(runtime_file) as blender: blender.endpoint`."""
+
+    def __init__(
+        self,
+        runtime_file: Path,
+        *,
+        blend: Path | None = None,
+        port: int = 0,
+        python: str | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        self.runtime_file = runtime_file
+        self._blend = blend
+        self._port = port
+        self._python = python or sys.executable
+        self._startup_timeout = startup_timeout
+        self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
+        self._process: subprocess.Popen[bytes] | None = None
+        self.endpoint: LiveEndpoint | None = None
+
+    @property
+    def pid(self) -> int:
+        if self._process is None:
+            raise HeadlessStartError("the headless Blender is not started")
+        return self._process.pid
+
+    @property
+    def log_path(self) -> Path:
+        return Path(self._workdir.name) / "blender.log"
+
+    def start(self) -> LiveEndpoint:
+        if not (ADDON_SOURCE / "blender_manifest.toml").is_file():
+            raise HeadlessStartError(f"the Blender add-on source is missing at {ADDON_SOURCE}")
+        if self._blend is not None and not self._blend.is_file():
+            raise HeadlessStartError(f"no such .blend file: {self._blend}")
+        work = Path(self._workdir.name)
+        command = [
+            self._python, "-m", "hermes_plugin.blender_host",
+            "--addon-source", str(ADDON_SOURCE), "--repo-dir", str(work / "extensions"),
+        ]
+        if self._blend is not None:
+            command += ["--blend", str(self._blend)]
+        command += ["--", "--port", str(self._port), "--runtime-file", str(self.runtime_file), "--stop-on-stdin-eof"]
+        env = {**os.environ, "BLENDER_USER_RESOURCES": str(work / "user"), "PYTHONUNBUFFERED": "1"}
+        log = self.log_path.open("wb")
+        try:
+            self._process = subprocess.Popen(
+                command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work
+            )
+        except OSError as exc:
+            raise HeadlessStartError(f"cannot start {self._python}: {exc}") from exc
+        finally:
+            log.close()
+        self.endpoint = self._wait_until_published()
+        return self.endpoint
+
+    def _wait_until_published(self) -> LiveEndpoint:
+        assert self._process is not None
+        spec = RuntimeFileSpec(path=str(self.runtime_file))
+        deadline = time.monotonic() + self._startup_timeout
+        while time.monotonic() < deadline:
+            code = self._process.poll()
+            if code is not None:
+                raise HeadlessStartError(f"Blender exited with code {code} before serving:\n{self.log_tail()}")
+            try:
+                endpoint = read_live_endpoint(spec, HostFacts())
+            except LiveEndpointUnavailable:
+                endpoint = None
+            if endpoint is not None and endpoint.pid == self._process.pid:
+                return endpoint
+            time.sleep(0.02)
+        self.stop()
+        raise HeadlessStartError(f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}")
+
+    def stop(self, timeout: float = 20.0) -> int | None:
+        """Close stdin (a clean stop that withdraws the runtime file); force only if that fails."""
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        if process.stdin is not None:
+            try:
+                process.stdin.close()
+            except OSError:
+                pass
+        try:
+            return process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            return process.wait()
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "(no output)"
+        return "\n".join(text.splitlines()[-lines:]) or "(no output)"
+
+    def close(self) -> None:
+        self.stop()
+        self._workdir.cleanup()
+
+    def __enter__(self) -> HeadlessBlender:
+        try:
+            self.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
