@@ -129,19 +129,14 @@ def _run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
     """Main thread: run the tool and serialise its result here, where bpy may be touched."""
     try:
         data = tool.run(arguments)
-        return ToolOutcome.json(data)
     except ToolError:
         raise
-    except (TypeError, ValueError) as exc:
-        if "JSON" in str(exc) or "serializable" in str(exc):
-            return ToolOutcome.error(f"{tool.name} produced a result that is not JSON: {exc}", state="tool_failed")
-        return _failure(tool, exc)
     except Exception as exc:  # noqa: BLE001 - a tool that raises is an answer, not a crash
-        return _failure(tool, exc)
-
-
-def _failure(tool: Tool, exc: Exception) -> ToolOutcome:
-    return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+        return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+    try:
+        return ToolOutcome.json(data)
+    except (TypeError, ValueError) as exc:
+        return ToolOutcome.error(f"{tool.name} produced a result that is not JSON: {exc}", state="tool_failed")
 
 
 def _extra_fields() -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 import httpx2
 from mcp import Client
+from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
 
 from .contract.host import HostFacts
@@ -63,16 +64,22 @@ class BridgeClient:
     async def session(self) -> AsyncIterator[Client]:
         """One MCP connection to the endpoint the runtime file names right now."""
         endpoint = self.endpoint()
-        async with httpx2.AsyncClient(headers=endpoint.headers(), timeout=self._timeout) as http:
+        statuses: list[int] = []
+
+        async def record(response: httpx2.Response) -> None:
+            statuses.append(response.status_code)
+
+        hooks = {"response": [record]}
+        async with httpx2.AsyncClient(headers=endpoint.headers(), timeout=self._timeout, event_hooks=hooks) as http:
             transport = streamable_http_client(endpoint.url, http_client=http)
             try:
                 async with Client(transport, mode=self._mode, read_timeout_seconds=self._timeout) as client:
                     yield client
-            except httpx2.HTTPStatusError as exc:
-                raise ToolCallFailed(_status_message(exc.response.status_code, endpoint)) from None
-            except (httpx2.TransportError, OSError) as exc:
-                raise ToolCallFailed(REDACTOR.redact(f"cannot reach Blender at {endpoint.url}: {exc}")) from None
-
+            except Exception as exc:
+                failure = _explain(exc, statuses, endpoint)
+                if failure is None:
+                    raise
+                raise failure from None
     async def list_tools(self) -> list[dict[str, Any]]:
         async with self.session() as client:
             result = await client.list_tools()
@@ -85,12 +92,24 @@ class BridgeClient:
         return ToolResult(bool(result.is_error), result.structured_content, text)
 
 
-def _status_message(status: int, endpoint: LiveEndpoint) -> str:
-    if status == 401:
-        return (
-            f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (401): the file is stale "
-            "or another program wrote it; restart the bridge in Blender, then try again"
+def _explain(exc: BaseException, statuses: list[int], endpoint: LiveEndpoint) -> ToolCallFailed | None:
+    """One readable failure for the SDK's nested errors, or None when the error is not the connection's."""
+    leaves = _leaves(exc)
+    if not all(isinstance(leaf, (MCPError, httpx2.HTTPError, OSError)) for leaf in leaves):
+        return None
+    refused = [status for status in statuses if status in (401, 403)]
+    if refused and refused[-1] == 401:
+        return ToolCallFailed(
+            f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (HTTP 401): the file is "
+            "stale or was written by another program; restart the bridge in Blender, then try again"
         )
-    if status == 403:
-        return f"Blender at {endpoint.url} refused this client's Host or Origin (403)"
-    return f"Blender at {endpoint.url} answered HTTP {status}"
+    if refused:
+        return ToolCallFailed(f"Blender at {endpoint.url} refused this client's Host or Origin (HTTP 403)")
+    detail = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
+    return ToolCallFailed(REDACTOR.redact(f"the MCP exchange with Blender at {endpoint.url} failed: {detail}"))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]

@@ -1,0 +1,127 @@
+"""The runtime file reader: the only source of an endpoint, strict, never a fallback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+from hermes_plugin.contract.host import HostFacts
+from hermes_plugin.contract.liveness import RuntimeFileSpec, endpoint_url, read_live_endpoint
+from hermes_plugin.contract.redact import REDACTOR
+from hermes_plugin.errors import LiveEndpointUnavailable
+
+
+def _host(alive: bool = True) -> HostFacts:
+    return HostFacts(os="linux", env={"HOME": "/nonexistent"}, pid_alive=lambda pid: alive)
+
+
+def _write(tmp_path: Path, record: object) -> RuntimeFileSpec:
+    path = tmp_path / "server.json"
+    path.write_text(record if isinstance(record, str) else json.dumps(record))
+    return RuntimeFileSpec(path=str(path))
+
+
+def test_valid_file_gives_the_rebuilt_endpoint_and_bearer_header(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567/ignored?x=1", "token": "tok-valid-1", "pid": 42})
+    endpoint = read_live_endpoint(spec, _host())
+    assert endpoint.url == "http://127.0.0.1:4567/mcp"
+    assert endpoint.pid == 42
+    assert endpoint.headers() == {"Authorization": "Bearer tok-valid-1"}
+
+
+def test_token_is_registered_for_redaction_before_use_and_never_in_repr(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-secret-xyz", "pid": 42})
+    endpoint = read_live_endpoint(spec, _host())
+    assert "tok-secret-xyz" not in repr(endpoint) and "tok-secret-xyz" not in str(endpoint)
+    assert "tok-secret-xyz" not in REDACTOR.redact("Authorization: Bearer tok-secret-xyz")
+
+
+def test_runtime_file_without_token_gives_no_authorization_header(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "pid": 42})
+    assert read_live_endpoint(spec, _host()).headers() == {}
+
+
+def test_dead_pid_is_app_not_running(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "t", "pid": 42})
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(spec, _host(alive=False))
+    assert caught.value.state == "app_not_running"
+
+
+@pytest.mark.parametrize("record", [
+    None, "not json", "[1, 2]", {"http": "http://127.0.0.1:1"},
+    {"http": "http://127.0.0.1:1", "pid": True}, {"http": "http://127.0.0.1:1", "pid": 0},
+    {"http": "http://127.0.0.1:1", "pid": 2**31}, {"http": "http://127.0.0.1:1", "pid": "42"},
+])
+def test_missing_or_malformed_file_is_endpoint_unavailable(tmp_path: Path, record: object) -> None:
+    spec = RuntimeFileSpec(path=str(tmp_path / "absent.json")) if record is None else _write(tmp_path, record)
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(spec, _host())
+    assert caught.value.state == "endpoint_unavailable"
+
+
+@pytest.mark.parametrize("url", [
+    "https://127.0.0.1:4567", "http://user:pw@127.0.0.1:4567", "http://192.168.1.5:4567", "http://example.com:80",
+    "http://127.0.0.1", "http://127.0.0.1:99999", "http://[::1:4567", "http://127.0.0.1:0", "ftp://127.0.0.1:21",
+    "", 12345, None, "http://127.0.0.1.evil.test:80",
+])
+def test_hostile_or_malformed_endpoints_are_unavailable_and_never_contacted(tmp_path: Path, url: object) -> None:
+    spec = _write(tmp_path, {"http": url, "token": "t", "pid": 42})
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(spec, _host())
+    assert caught.value.state == "endpoint_unavailable"
+
+
+def test_ipv6_loopback_keeps_its_brackets() -> None:
+    assert endpoint_url("http://[::1]:9000") == "http://[::1]:9000/mcp"
+    assert endpoint_url("http://localhost:9000/x", "/other/path") == "http://localhost:9000/other/path"
+
+
+@pytest.mark.parametrize("path", ["mcp", "/../etc", "/a b", "/mcp?x=1", "@evil.test/mcp"])
+def test_hostile_endpoint_paths_are_refused(path: str) -> None:
+    with pytest.raises(LiveEndpointUnavailable):
+        endpoint_url("http://127.0.0.1:9000", path)
+
+
+def test_a_path_that_looks_like_a_host_stays_on_the_published_port() -> None:
+    assert endpoint_url("http://127.0.0.1:9000", "//evil.test/mcp") == "http://127.0.0.1:9000//evil.test/mcp"
+
+
+def test_the_file_is_read_fresh_on_every_call(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:1111", "token": "a", "pid": 42})
+    assert read_live_endpoint(spec, _host()).url.endswith(":1111/mcp")
+    _write(tmp_path, {"http": "http://127.0.0.1:2222", "token": "b", "pid": 42})
+    assert read_live_endpoint(spec, _host()).url.endswith(":2222/mcp")
+
+
+def test_declared_path_expands_home_and_posix_vars_but_not_windows_vars_off_windows() -> None:
+    host = HostFacts(os="linux", env={"HOME": "/home/ana", "XDG": "/x"})
+    assert host.expand("~/AppData/Local/Blender/server.json") == "/home/ana/AppData/Local/Blender/server.json"
+    assert host.expand("$XDG/a") == "/x/a" and host.expand("${XDG}/a") == "/x/a"
+    assert host.expand("%LOCALAPPDATA%/Blender") == "%LOCALAPPDATA%/Blender"
+    assert host.expand("$UNSET/a") == "$UNSET/a"
+    windows = HostFacts(os="win32", env={"USERPROFILE": "C:\\Users\\ana", "LOCALAPPDATA": "C:\\Users\\ana\\AppData\\Local"})
+    assert windows.expand("%LOCALAPPDATA%/Blender") == "C:\\Users\\ana\\AppData\\Local/Blender"
+    assert windows.expand("~/AppData") == "C:\\Users\\ana/AppData"
+
+
+def test_real_pid_check_uses_the_live_process_table(tmp_path: Path) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "t", "pid": os.getpid()})
+    assert read_live_endpoint(spec, HostFacts()).pid == os.getpid()
+
+
+def test_reading_never_opens_a_connection(tmp_path: Path) -> None:
+    decoy = socket.socket()
+    decoy.bind(("127.0.0.1", 0))
+    decoy.listen()
+    decoy.setblocking(False)
+    port = decoy.getsockname()[1]
+    spec = _write(tmp_path, {"http": f"http://127.0.0.1:{port}", "token": "t", "pid": 42})
+    read_live_endpoint(spec, _host())
+    with pytest.raises(BlockingIOError):
+        decoy.accept()
+    decoy.close()

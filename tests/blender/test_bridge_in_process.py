@@ -1,0 +1,115 @@
+"""The bridge inside this Blender: requests on threads, tools on the main thread."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
+    token = json.loads(bridge.runtime_file.read_text())["token"]
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": name, "arguments": arguments or {}, "_meta": MODERN}}).encode()
+    request = urllib.request.Request(bridge.endpoint, data=body, headers={
+        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())["result"]
+
+
+def _serve_while(bridge: Any, client: Callable[[], Any]) -> Any:
+    """Run `client` on a thread while this (main) thread pumps jobs, as background Blender does."""
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = client()
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+        finally:
+            bridge.dispatcher.request_stop()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    bridge.dispatcher.serve(poll=0.05)
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_tool_call_runs_on_blenders_main_thread_and_answers(service: ModuleType, factory_scene: None, tmp_path: Path) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    result = _serve_while(bridge, lambda: _call(bridge, "get_objects_summary"))
+    assert result["isError"] is False
+    assert result["structuredContent"]["active_object"] == "Cube"
+
+
+def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path: Path) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    result = _serve_while(bridge, lambda: _call(bridge, "get_objects_summary", {"bogus": 1}))
+    assert result["isError"] is True
+    assert "unknown argument 'bogus'" in result["content"][0]["text"]
+
+
+def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps_serving(
+    service: ModuleType, factory_scene: None, tmp_path: Path, monkeypatch
+) -> None:
+    from dataclasses import replace
+
+    catalogue = service.CATALOGUE
+    original = catalogue["get_objects_summary"]
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+
+    def calls() -> list[dict]:
+        results = []
+        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a: 1 / 0))
+        results.append(_call(bridge, "get_objects_summary"))
+        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a: {"obj": bpy.data}))
+        results.append(_call(bridge, "get_objects_summary"))
+        monkeypatch.setitem(catalogue, "get_objects_summary", original)
+        results.append(_call(bridge, "get_objects_summary"))
+        return results
+
+    raised, non_json, fine = _serve_while(bridge, calls)
+    assert raised["isError"] and "ZeroDivisionError" in raised["content"][0]["text"]
+    assert non_json["isError"] and "not JSON" in non_json["content"][0]["text"]
+    assert fine["isError"] is False
+
+
+def test_loading_another_file_between_requests_is_seen_by_the_next_request(
+    service: ModuleType, factory_scene: None, tmp_path: Path
+) -> None:
+    other = tmp_path / "other.blend"
+    bpy.data.objects["Cube"].name = "Renamed"
+    bpy.ops.wm.save_as_mainfile(filepath=str(other), copy=True)
+    bpy.ops.wm.read_homefile(use_factory_startup=True)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+
+    def client() -> tuple[dict, dict]:
+        before = _call(bridge, "get_objects_summary")
+        bridge.dispatcher.submit(lambda: bpy.ops.wm.open_mainfile(filepath=str(other))).wait(30)
+        return before, _call(bridge, "get_objects_summary")
+
+    before, after = _serve_while(bridge, client)
+    assert before["structuredContent"]["active_object"] == "Cube"
+    assert after["structuredContent"]["active_object"] == "Renamed"
+    assert service.active() is bridge  # the bridge survived the file load
+
+
+def test_starting_again_replaces_the_running_bridge_and_its_file(service: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    first = service.start(service.BridgeConfig(runtime_file=path), gui=False)
+    second = service.start(service.BridgeConfig(runtime_file=path), gui=False)
+    assert service.active() is second
+    assert json.loads(path.read_text())["http"] == second.url
+    service.stop()
+    assert not path.exists()

@@ -1,0 +1,151 @@
+"""The one place threads meet bpy: jobs run on the main thread, late jobs never run."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from types import ModuleType
+
+import pytest
+
+from hermes_plugin.blender_host import ADDON_MODULE
+
+
+@pytest.fixture
+def dispatch(addon: ModuleType) -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.dispatch")
+
+
+@pytest.fixture
+def errors(addon: ModuleType) -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.errors")
+
+
+def _in_thread(fn):  # noqa: ANN001, ANN202
+    box: dict = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    return thread, box
+
+
+def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType) -> None:
+    dispatcher = dispatch.Dispatcher()
+
+    def worker() -> str:
+        name = dispatcher.submit(lambda: threading.current_thread().name).wait(10)
+        dispatcher.request_stop()
+        return name
+
+    thread, box = _in_thread(worker)
+    dispatcher.serve(poll=0.05)
+    thread.join()
+    assert box["value"] == threading.main_thread().name
+
+
+def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(dispatch: ModuleType, errors: ModuleType) -> None:
+    dispatcher = dispatch.Dispatcher()
+    ran: list[int] = []
+    job = dispatcher.submit(lambda: ran.append(1))
+    with pytest.raises(errors.DispatchTimeout, match="was not run"):
+        job.wait(0.05)
+    assert dispatcher.run_pending(1.0) == 1
+    assert ran == []
+
+
+def test_errors_inside_jobs_reach_the_caller_and_the_pump_goes_on(dispatch: ModuleType) -> None:
+    dispatcher = dispatch.Dispatcher()
+    failing = dispatcher.submit(lambda: 1 / 0)
+    exiting = dispatcher.submit(lambda: exec("raise SystemExit(3)"))
+    fine = dispatcher.submit(lambda: "ok")
+    assert dispatcher.run_pending(1.0) == 3
+    with pytest.raises(ZeroDivisionError):
+        failing.wait(1)
+    with pytest.raises(SystemExit):
+        exiting.wait(1)
+    assert fine.wait(1) == "ok"
+
+
+def test_closing_releases_everyone_waiting_and_refuses_new_jobs(dispatch: ModuleType, errors: ModuleType) -> None:
+    dispatcher = dispatch.Dispatcher()
+    job = dispatcher.submit(lambda: "never")
+    dispatcher.close()
+    with pytest.raises(errors.BridgeStopped):
+        job.wait(1)
+    with pytest.raises(errors.BridgeStopped):
+        dispatcher.submit(lambda: None)
+
+
+def test_gui_tick_respects_its_time_budget(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    dispatcher = dispatch.Dispatcher()
+    monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
+    monkeypatch.setattr(dispatch, "GUI_BUDGET", 0.05)
+    for _ in range(10):
+        dispatcher.submit(lambda: time.sleep(0.02))
+    ran_per_tick = []
+    while dispatcher.pending():
+        before = _queued(dispatcher)
+        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
+        ran_per_tick.append(before - _queued(dispatcher))
+    assert len(ran_per_tick) > 1  # the burst was spread over several ticks
+    assert max(ran_per_tick) <= 3  # 0.05 s budget / 0.02 s jobs, plus the one that crosses it
+
+
+def test_gui_tick_survives_a_failing_job_and_stays_registered(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    dispatcher = dispatch.Dispatcher()
+    dispatch.start_gui_pump(dispatcher)
+    try:
+        job = dispatcher.submit(lambda: [][1])
+        monkeypatch.setattr(dispatcher, "run_pending", _broken_once(dispatcher.run_pending))
+        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL  # the pump itself raised, the tick did not
+        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
+        with pytest.raises(IndexError):
+            job.wait(1)
+        import bpy
+
+        assert bpy.app.timers.is_registered(dispatch.gui_tick)
+    finally:
+        dispatch.stop_gui_pump()
+
+
+def test_gui_tick_backs_off_when_idle(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [100.0]
+    dispatcher = dispatch.Dispatcher()
+    monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
+    monkeypatch.setattr(dispatch, "_clock", lambda: now[0])
+    dispatcher.submit(lambda: None)
+    assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
+    now[0] += 0.5
+    assert dispatch.gui_tick() == dispatch.WARM_INTERVAL
+    now[0] += 5
+    assert dispatch.gui_tick() == dispatch.IDLE_INTERVAL
+    dispatcher.submit(lambda: None)
+    assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
+
+
+def test_gui_tick_unregisters_itself_once_the_pump_is_stopped(dispatch: ModuleType) -> None:
+    dispatch.stop_gui_pump()
+    assert dispatch.gui_tick() is None
+
+
+def _queued(dispatcher) -> int:  # noqa: ANN001
+    return dispatcher._queue.qsize()  # noqa: SLF001
+
+
+def _broken_once(real):  # noqa: ANN001, ANN202
+    state = {"broken": False}
+
+    def run_pending(budget: float) -> int:
+        if not state["broken"]:
+            state["broken"] = True
+            raise RuntimeError("pump fault")
+        return real(budget)
+
+    return run_pending

@@ -1,0 +1,51 @@
+"""Register and unregister are symmetric and can be repeated."""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import addon_utils
+import bpy
+
+from hermes_plugin.blender_host import ADDON_MODULE
+
+
+def _registered() -> dict[str, bool]:
+    return {
+        "start": "HERMES_BRIDGE_OT_start" in dir(bpy.types),
+        "stop": "HERMES_BRIDGE_OT_stop" in dir(bpy.types),
+        "panel": "HERMES_BRIDGE_PT_panel" in dir(bpy.types),
+        "prefs": ADDON_MODULE in bpy.context.preferences.addons,
+    }
+
+
+def test_enable_disable_enable_again_works_twice(addon: ModuleType) -> None:
+    assert all(_registered().values())
+    for _ in range(2):
+        addon_utils.disable(ADDON_MODULE, default_set=True)
+        assert not any(_registered().values())
+        addon_utils.enable(ADDON_MODULE, default_set=True, handle_error=_raise)
+        assert all(_registered().values())
+
+
+def test_preferences_default_to_an_os_chosen_port_and_auto_start(addon: ModuleType) -> None:
+    prefs = bpy.context.preferences.addons[ADDON_MODULE].preferences
+    assert prefs.http_port == 0 and prefs.auto_start is True
+
+
+def test_disabling_the_addon_stops_a_running_bridge_and_removes_its_file(addon: ModuleType, tmp_path) -> None:
+    import importlib
+
+    service = importlib.import_module(f"{ADDON_MODULE}.service")
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    assert bridge.runtime_file.exists()
+    addon_utils.disable(ADDON_MODULE, default_set=True)
+    try:
+        assert not (tmp_path / "server.json").exists()
+        assert service.active() is None
+    finally:
+        addon_utils.enable(ADDON_MODULE, default_set=True, handle_error=_raise)
+
+
+def _raise(exc: BaseException) -> None:
+    raise exc

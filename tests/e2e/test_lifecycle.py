@@ -1,0 +1,111 @@
+"""Start, stop, kill: the runtime file tells the truth and nothing falls back to a static URL."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from hermes_plugin.client import BridgeClient
+from hermes_plugin.contract.liveness import RuntimeFileSpec
+from hermes_plugin.errors import HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
+from hermes_plugin.headless import HeadlessBlender
+
+
+class Decoy:
+    """A listener on a URL a careless client might still dial; it records any connection."""
+
+    def __init__(self, port: int = 0) -> None:
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", port))
+        self.sock.listen()
+        self.sock.setblocking(False)
+        self.port = self.sock.getsockname()[1]
+
+    def was_dialed(self) -> bool:
+        try:
+            self.sock.accept()[0].close()
+        except BlockingIOError:
+            return False
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def test_clean_stop_removes_the_runtime_file(own_blender: HeadlessBlender) -> None:
+    assert own_blender.runtime_file.exists()
+    assert own_blender.stop() == 0
+    assert not own_blender.runtime_file.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_killed_blender_leaves_a_stale_file_that_reads_as_app_not_running(own_blender: HeadlessBlender) -> None:
+    assert own_blender.endpoint is not None
+    old_port = int(own_blender.endpoint.url.rsplit(":", 1)[1].split("/")[0])
+    os.kill(own_blender.pid, signal.SIGKILL)
+    own_blender.stop()
+    assert own_blender.runtime_file.exists()  # nobody could clean up
+    decoy = Decoy(old_port)  # something else now answers on the stale address
+    try:
+        client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+        with pytest.raises(LiveEndpointUnavailable) as caught:
+            asyncio.run(client.call_tool("get_objects_summary"))
+        assert caught.value.state == "app_not_running"
+        assert not decoy.was_dialed()
+    finally:
+        decoy.close()
+
+
+def test_missing_runtime_file_never_falls_back(tmp_path: Path) -> None:
+    decoy = Decoy()  # stands for the static placeholder URL in mcp.json
+    try:
+        client = BridgeClient(RuntimeFileSpec(path=str(tmp_path / "server.json")))
+        with pytest.raises(LiveEndpointUnavailable) as caught:
+            asyncio.run(client.call_tool("get_objects_summary"))
+        assert caught.value.state == "endpoint_unavailable"
+        assert not decoy.was_dialed()
+    finally:
+        decoy.close()
+
+
+def test_a_stale_token_is_a_clear_401_message_without_the_token(own_blender: HeadlessBlender) -> None:
+    record = json.loads(own_blender.runtime_file.read_text())
+    record["token"] = "stale-token-value-123"
+    own_blender.runtime_file.write_text(json.dumps(record))
+    client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+    with pytest.raises(ToolCallFailed, match="401") as caught:
+        asyncio.run(client.call_tool("get_objects_summary"))
+    assert "stale-token-value-123" not in str(caught.value)
+
+
+def test_a_busy_port_is_a_clear_start_error(tmp_path: Path) -> None:
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    port = holder.getsockname()[1]
+    try:
+        with pytest.raises(HeadlessStartError, match=f"port {port} .*already in use"):
+            with HeadlessBlender(tmp_path / "server.json", port=port):
+                pass
+    finally:
+        holder.close()
+    assert not (tmp_path / "server.json").exists()
+
+
+def test_a_newer_blender_takes_over_the_runtime_file_and_the_older_keeps_its_hands_off(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    with HeadlessBlender(path) as older:
+        with HeadlessBlender(path) as newer:
+            assert json.loads(path.read_text())["pid"] == newer.pid
+            assert "Took over the runtime file" in newer.log_tail()
+            older.stop()
+            assert json.loads(path.read_text())["pid"] == newer.pid  # the older one did not remove it
+        assert not path.exists()

@@ -1,0 +1,113 @@
+"""An MCP endpoint on a real loopback socket, with a fake tool host instead of Blender."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import pytest
+
+from blender_addon.errors import UnknownTool
+from blender_addon.net.auth import Token
+from blender_addon.net.http import HttpLimits, serve_http_connection
+from blender_addon.net.listener import TcpListener
+from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
+from blender_addon.net.mcp_http import McpHttpApp
+from blender_addon.net.sessions import SessionStore
+
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+class FakeTools:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
+
+    def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        self.calls.append((name, arguments))
+        if name == "echo":
+            return ToolOutcome.json({"echo": arguments})
+        if name == "fail":
+            return ToolOutcome.error("it broke", state="tool_failed")
+        if name == "crash":
+            raise RuntimeError("host bug")
+        raise UnknownTool(f"Unknown tool: {name!r}")
+
+
+@dataclass
+class Endpoint:
+    port: int
+    token: Token
+    tools: FakeTools
+    listener: TcpListener
+    sessions: SessionStore
+
+    @property
+    def host(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def headers(self, **extra: str) -> dict[str, str]:
+        base = {"Host": self.host, "Authorization": f"Bearer {self.token.reveal()}", "Content-Type": "application/json"}
+        base.update({k.replace("_", "-"): v for k, v in extra.items()})
+        return base
+
+    def post(self, payload: Any, headers: dict[str, str] | None = None, body: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            data = body if body is not None else json.dumps(payload).encode()
+            conn.request("POST", "/mcp", body=data, headers=headers if headers is not None else self.headers())
+            response = conn.getresponse()
+            raw = response.read()
+            content_type = response.getheader("Content-Type", "")
+            parsed = json.loads(raw) if raw and content_type.startswith("application/json") else raw.decode()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, parsed
+        finally:
+            conn.close()
+
+    def rpc(self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True, **headers: str) -> tuple[int, dict[str, str], Any]:
+        params = dict(params or {})
+        if modern:
+            params["_meta"] = {**MODERN_META, **params.get("_meta", {})}
+        return self.post({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, self.headers(**headers))
+
+    def raw(self, data: bytes, *, read_timeout: float = 10.0) -> bytes:
+        """Send raw bytes; return everything the server sends until it closes."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=read_timeout) as sock:
+            sock.sendall(data)
+            chunks = []
+            while chunk := sock.recv(65536):
+                chunks.append(chunk)
+        return b"".join(chunks)
+
+
+def start_endpoint(limits: HttpLimits = HttpLimits(), sessions: SessionStore | None = None) -> Endpoint:
+    token = Token.generate()
+    tools = FakeTools()
+    sessions = sessions or SessionStore()
+    holder: dict[str, TcpListener] = {}
+    app = McpHttpApp(McpProtocol(tools, ServerInfo("test", "0", "hi")), token, lambda: holder["l"].address[1], sessions)
+    listener = TcpListener("127.0.0.1", 0, partial(serve_http_connection, app=app, limits=limits), name="test")
+    holder["l"] = listener
+    return Endpoint(listener.address[1], token, tools, listener, sessions)
+
+
+@pytest.fixture
+def endpoint() -> Iterator[Endpoint]:
+    ep = start_endpoint()
+    yield ep
+    ep.listener.stop()
+
+
+@pytest.fixture
+def strict_endpoint() -> Iterator[Endpoint]:
+    """Small limits so oversize and slow-client rules are quick to reach."""
+    ep = start_endpoint(HttpLimits(max_body_bytes=1024, max_header_bytes=2048, request_timeout=0.5, idle_timeout=5))
+    yield ep
+    ep.listener.stop()

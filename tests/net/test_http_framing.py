@@ -1,0 +1,93 @@
+"""HTTP framing under bad input: every case gets a clear answer and the endpoint keeps serving."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import time
+
+from .conftest import Endpoint
+
+
+def _still_serving(endpoint: Endpoint) -> None:
+    status, _, body = endpoint.rpc("tools/call", {"name": "echo", "arguments": {"x": 1}})
+    assert status == 200 and body["result"]["structuredContent"] == {"echo": {"x": 1}}
+
+
+def _head(endpoint: Endpoint, length: int | str, extra: str = "") -> bytes:
+    token = endpoint.token.reveal()
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: {endpoint.host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n{extra}\r\n"
+    ).encode()
+
+
+def test_oversize_body_is_413_before_it_is_read(strict_endpoint: Endpoint) -> None:
+    reply = strict_endpoint.raw(_head(strict_endpoint, 10_000_000))
+    assert reply.startswith(b"HTTP/1.1 413 ")
+    assert b"limit of 1024 bytes" in reply
+    _still_serving(strict_endpoint)
+
+
+def test_truncated_body_closes_the_connection_and_runs_nothing(strict_endpoint: Endpoint) -> None:
+    with socket.create_connection(("127.0.0.1", strict_endpoint.port), timeout=5) as sock:
+        sock.sendall(_head(strict_endpoint, 200) + b'{"jsonrpc":"2.0","id":1,"method":"tools/call"')
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1024) == b""
+    assert strict_endpoint.tools.calls == []
+    _still_serving(strict_endpoint)
+
+
+def test_slow_client_gets_408_and_others_are_served_meanwhile(strict_endpoint: Endpoint) -> None:
+    with socket.create_connection(("127.0.0.1", strict_endpoint.port), timeout=5) as slow:
+        slow.sendall(_head(strict_endpoint, 100)[:20])  # then stall
+        _still_serving(strict_endpoint)
+        reply = slow.recv(4096)
+    assert reply.startswith(b"HTTP/1.1 408 ")
+
+
+def test_malformed_request_line_and_headers_are_400(endpoint: Endpoint) -> None:
+    assert endpoint.raw(b"NONSENSE\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert endpoint.raw(b"POST /mcp HTTP/1.1\r\nbad header line\r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert endpoint.raw(b"\x00\xff\xfe binary \r\n\r\n").startswith(b"HTTP/1.1 400 ")
+    assert endpoint.raw(_head(endpoint, "12abc")).startswith(b"HTTP/1.1 400 ")
+    _still_serving(endpoint)
+
+
+def test_oversize_headers_are_431(strict_endpoint: Endpoint) -> None:
+    reply = strict_endpoint.raw(b"POST /mcp HTTP/1.1\r\nX-Pad: " + b"a" * 4000 + b"\r\n\r\n")
+    assert reply.startswith(b"HTTP/1.1 431 ")
+    _still_serving(strict_endpoint)
+
+
+def test_chunked_bodies_are_refused_with_a_reason(endpoint: Endpoint) -> None:
+    token = endpoint.token.reveal()
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: {endpoint.host}\r\nAuthorization: Bearer {token}\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+    ).encode()
+    reply = endpoint.raw(head)
+    assert reply.startswith(b"HTTP/1.1 501 ") and b"Content-Length" in reply
+
+
+def test_keep_alive_serves_many_requests_on_one_connection(endpoint: Endpoint) -> None:
+    conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
+    body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
+    for _ in range(20):
+        conn.request("POST", "/mcp", body=body, headers=endpoint.headers())
+        response = conn.getresponse()
+        response.read()
+        assert response.status == 200
+    assert endpoint.listener.connection_count == 1
+    conn.close()
+
+
+def test_stop_closes_idle_connections_and_joins_their_threads(endpoint: Endpoint) -> None:
+    idle = socket.create_connection(("127.0.0.1", endpoint.port), timeout=5)
+    deadline = time.monotonic() + 5
+    while endpoint.listener.connection_count < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    endpoint.listener.stop()
+    assert idle.recv(10) == b""  # the server closed it
+    assert endpoint.listener.connection_count == 0
+    idle.close()

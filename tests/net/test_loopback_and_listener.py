@@ -1,0 +1,68 @@
+"""Loopback only, in code; a busy port is a clear error; sockets get TCP_NODELAY."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from blender_addon.errors import NonLoopbackAddress, PortUnavailable
+from blender_addon.net.listener import TcpListener
+from blender_addon.net.loopback import bind_loopback, loopback_address
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "example.com", "", "127.0.0.1.nip.io"])
+def test_binding_a_non_loopback_address_is_refused(host: str) -> None:
+    with pytest.raises(NonLoopbackAddress, match="loopback"):
+        bind_loopback(host, 0)
+
+
+@pytest.mark.parametrize(("host", "expected"), [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"), ("[::1]", "::1"), ("127.5.5.5", "127.5.5.5")])
+def test_loopback_spellings_map_to_numeric_addresses(host: str, expected: str) -> None:
+    assert loopback_address(host) == expected
+
+
+def test_a_busy_port_is_a_clear_error() -> None:
+    holder = bind_loopback("127.0.0.1", 0)
+    port = holder.getsockname()[1]
+    try:
+        with pytest.raises(PortUnavailable, match=f"port {port} .* already in use"):
+            bind_loopback("127.0.0.1", port)
+    finally:
+        holder.close()
+
+
+def test_accepted_connections_have_tcp_nodelay() -> None:
+    seen: list[int] = []
+    done = threading.Event()
+
+    def handler(conn: socket.socket) -> None:
+        seen.append(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        done.set()
+
+    listener = TcpListener("127.0.0.1", 0, handler, name="t")
+    try:
+        socket.create_connection(listener.address, timeout=5).close()
+        assert done.wait(5)
+        assert seen == [1]
+    finally:
+        listener.stop()
+
+
+def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() -> None:
+    release = threading.Event()
+    listener = TcpListener("127.0.0.1", 0, lambda conn: release.wait(10), name="t", max_connections=2,
+                           on_overflow=lambda conn: conn.sendall(b"busy"))
+    try:
+        held = [socket.create_connection(listener.address, timeout=5) for _ in range(2)]
+        while listener.connection_count < 2:
+            pass
+        with socket.create_connection(listener.address, timeout=5) as extra:
+            assert extra.recv(10) == b"busy"
+        release.set()
+        for sock in held:
+            sock.close()
+    finally:
+        listener.stop()
+    assert listener.connection_count == 0

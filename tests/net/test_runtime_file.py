@@ -1,0 +1,87 @@
+"""The runtime file: exact fields, owner-only, atomic, withdrawn only by its owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from blender_addon.net import runtime_file
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_published_file_has_the_three_fields_and_extras(tmp_path: Path) -> None:
+    path = tmp_path / "Blender" / "server.json"
+    runtime_file.publish(path, url="http://127.0.0.1:4321", token="t0k", pid=os.getpid(), extra={"blender_version": "5.1.2"})
+    record = json.loads(path.read_text())
+    assert record["http"] == "http://127.0.0.1:4321" and record["token"] == "t0k" and record["pid"] == os.getpid()
+    assert record["blender_version"] == "5.1.2"
+    assert list(tmp_path.glob("Blender/.server-*")) == []  # no temp file left behind
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permission bits")
+def test_runtime_file_is_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "new" / "server.json"
+    runtime_file.publish(path, url="http://127.0.0.1:1", token="t", pid=os.getpid())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_extras_can_never_override_the_contract_fields(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    runtime_file.publish(path, url="http://127.0.0.1:1", token="t", pid=7, extra={"pid": 1, "http": "x", "token": "y"})
+    assert json.loads(path.read_text()) == {"pid": 7, "http": "http://127.0.0.1:1", "token": "t"}
+
+
+def test_stale_file_of_a_dead_process_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    dead = _dead_pid()
+    path.write_text(json.dumps({"http": "http://127.0.0.1:9", "token": "old", "pid": dead}))
+    publication = runtime_file.publish(path, url="http://127.0.0.1:10", token="new", pid=os.getpid())
+    assert publication.replaced_pid == dead and not publication.replaced_live
+    assert json.loads(path.read_text())["token"] == "new"
+
+
+def test_file_of_another_live_blender_is_taken_over_and_reported(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        path.write_text(json.dumps({"http": "http://127.0.0.1:9", "token": "old", "pid": other.pid}))
+        publication = runtime_file.publish(path, url="http://127.0.0.1:10", token="new", pid=os.getpid())
+        assert publication.replaced_pid == other.pid and publication.replaced_live
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_withdraw_removes_only_a_file_that_still_names_this_process(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    runtime_file.publish(path, url="http://127.0.0.1:10", token="a", pid=os.getpid())
+    assert not runtime_file.withdraw(path, url="http://127.0.0.1:11", pid=os.getpid())
+    assert not runtime_file.withdraw(path, url="http://127.0.0.1:10", pid=os.getpid() + 1)
+    assert path.exists()
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:10", pid=os.getpid())
+    assert not path.exists()
+    assert not runtime_file.withdraw(path, url="http://127.0.0.1:10", pid=os.getpid())
+
+
+def test_declared_path_expands_home_like_hermes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("USERPROFILE", str(tmp_path))
+    assert runtime_file.expand_declared_path() == tmp_path / "AppData" / "Local" / "Blender" / "server.json"
+
+
+def test_pid_alive_tells_live_from_dead() -> None:
+    assert runtime_file.pid_alive(os.getpid())
+    assert not runtime_file.pid_alive(_dead_pid())
+    assert not runtime_file.pid_alive(0)
