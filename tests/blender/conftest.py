@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import importlib
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -38,3 +40,24 @@ def factory_scene(addon: ModuleType) -> None:
     import bpy
 
     bpy.ops.wm.read_homefile(use_factory_startup=True)
+
+
+def serve_while(dispatcher: Any, client: Callable[[], Any]) -> Any:
+    """Run `client` on a thread while this (main) thread pumps jobs, as background Blender does."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = client()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread below
+            box["error"] = exc
+        finally:
+            dispatcher.request_stop()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    dispatcher.serve(poll=0.05)
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

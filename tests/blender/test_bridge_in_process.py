@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import json
-import threading
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import bpy
+
+from .conftest import serve_while
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
@@ -25,37 +25,16 @@ def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
         return json.loads(response.read())["result"]
 
 
-def _serve_while(bridge: Any, client: Callable[[], Any]) -> Any:
-    """Run `client` on a thread while this (main) thread pumps jobs, as background Blender does."""
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = client()
-        except BaseException as exc:  # noqa: BLE001
-            box["error"] = exc
-        finally:
-            bridge.dispatcher.request_stop()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    bridge.dispatcher.serve(poll=0.05)
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def test_tool_call_runs_on_blenders_main_thread_and_answers(service: ModuleType, factory_scene: None, tmp_path: Path) -> None:
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
-    result = _serve_while(bridge, lambda: _call(bridge, "get_objects_summary"))
+    result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary"))
     assert result["isError"] is False
     assert result["structuredContent"]["active_object"] == "Cube"
 
 
 def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path: Path) -> None:
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
-    result = _serve_while(bridge, lambda: _call(bridge, "get_objects_summary", {"bogus": 1}))
+    result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary", {"bogus": 1}))
     assert result["isError"] is True
     assert "unknown argument 'bogus'" in result["content"][0]["text"]
 
@@ -79,7 +58,7 @@ def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps
         results.append(_call(bridge, "get_objects_summary"))
         return results
 
-    raised, non_json, fine = _serve_while(bridge, calls)
+    raised, non_json, fine = serve_while(bridge.dispatcher, calls)
     assert raised["isError"] and "ZeroDivisionError" in raised["content"][0]["text"]
     assert non_json["isError"] and "not JSON" in non_json["content"][0]["text"]
     assert fine["isError"] is False
@@ -99,7 +78,7 @@ def test_loading_another_file_between_requests_is_seen_by_the_next_request(
         bridge.dispatcher.submit(lambda: bpy.ops.wm.open_mainfile(filepath=str(other))).wait(30)
         return before, _call(bridge, "get_objects_summary")
 
-    before, after = _serve_while(bridge, client)
+    before, after = serve_while(bridge.dispatcher, client)
     assert before["structuredContent"]["active_object"] == "Cube"
     assert after["structuredContent"]["active_object"] == "Renamed"
     assert service.active() is bridge  # the bridge survived the file load

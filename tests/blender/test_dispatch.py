@@ -11,6 +11,8 @@ import pytest
 
 from hermes_plugin.blender_host import ADDON_MODULE
 
+from .conftest import serve_while
+
 
 @pytest.fixture
 def dispatch(addon: ModuleType) -> ModuleType:
@@ -22,32 +24,10 @@ def errors(addon: ModuleType) -> ModuleType:
     return importlib.import_module(f"{ADDON_MODULE}.errors")
 
 
-def _in_thread(fn):  # noqa: ANN001, ANN202
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    return thread, box
-
-
 def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType) -> None:
     dispatcher = dispatch.Dispatcher()
-
-    def worker() -> str:
-        name = dispatcher.submit(lambda: threading.current_thread().name).wait(10)
-        dispatcher.request_stop()
-        return name
-
-    thread, box = _in_thread(worker)
-    dispatcher.serve(poll=0.05)
-    thread.join()
-    assert box["value"] == threading.main_thread().name
+    name = serve_while(dispatcher, lambda: dispatcher.submit(lambda: threading.current_thread().name).wait(10))
+    assert name == threading.main_thread().name
 
 
 def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(dispatch: ModuleType, errors: ModuleType) -> None:

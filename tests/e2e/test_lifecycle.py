@@ -40,6 +40,17 @@ class Decoy:
         self.sock.close()
 
 
+def _assert_unavailable_without_dialing(runtime_file: Path, decoy: Decoy, state: str) -> None:
+    try:
+        client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)))
+        with pytest.raises(LiveEndpointUnavailable) as caught:
+            asyncio.run(client.call_tool("get_objects_summary"))
+        assert caught.value.state == state
+        assert not decoy.was_dialed()
+    finally:
+        decoy.close()
+
+
 def test_clean_stop_removes_the_runtime_file(own_blender: HeadlessBlender) -> None:
     assert own_blender.runtime_file.exists()
     assert own_blender.stop() == 0
@@ -54,26 +65,12 @@ def test_killed_blender_leaves_a_stale_file_that_reads_as_app_not_running(own_bl
     own_blender.stop()
     assert own_blender.runtime_file.exists()  # nobody could clean up
     decoy = Decoy(old_port)  # something else now answers on the stale address
-    try:
-        client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
-        with pytest.raises(LiveEndpointUnavailable) as caught:
-            asyncio.run(client.call_tool("get_objects_summary"))
-        assert caught.value.state == "app_not_running"
-        assert not decoy.was_dialed()
-    finally:
-        decoy.close()
+    _assert_unavailable_without_dialing(own_blender.runtime_file, decoy, "app_not_running")
 
 
 def test_missing_runtime_file_never_falls_back(tmp_path: Path) -> None:
     decoy = Decoy()  # stands for the static placeholder URL in mcp.json
-    try:
-        client = BridgeClient(RuntimeFileSpec(path=str(tmp_path / "server.json")))
-        with pytest.raises(LiveEndpointUnavailable) as caught:
-            asyncio.run(client.call_tool("get_objects_summary"))
-        assert caught.value.state == "endpoint_unavailable"
-        assert not decoy.was_dialed()
-    finally:
-        decoy.close()
+    _assert_unavailable_without_dialing(tmp_path / "server.json", decoy, "endpoint_unavailable")
 
 
 def test_a_stale_token_is_a_clear_401_message_without_the_token(own_blender: HeadlessBlender) -> None:
