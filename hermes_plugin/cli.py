@@ -16,10 +16,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .checks import PLUGIN_ROOT, render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
+from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
-from .errors import BlenderBridgeError, HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
+from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .headless import HeadlessBlender
 from .summary import format_objects_summary
 
@@ -63,6 +65,18 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
     _json_option(demo)
     demo.set_defaults(handler=_demo)
+
+    validate = commands.add_parser("validate", help="check plugin.json, mcp.json and skills as Hermes does")
+    validate.add_argument("plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: this repository)")
+    _json_option(validate)
+    validate.set_defaults(handler=_validate)
+
+    status = commands.add_parser("status", help="say which link from Hermes to Blender works and which is broken")
+    status.add_argument("--plugin-dir", type=Path, default=PLUGIN_ROOT, help="plugin root (default: this repository)")
+    status.add_argument("--server", help="check only this declared server")
+    status.add_argument("--no-connect", action="store_true", help="local checks only, like Hermes's probe: no connection")
+    _json_option(status)
+    status.set_defaults(handler=_status)
     return parser
 
 
@@ -140,6 +154,31 @@ def _demo(args: argparse.Namespace) -> int:
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
+def _validate(args: argparse.Namespace) -> int:
+    try:
+        package = validate(args.plugin_dir, HostFacts())
+    except ContractError as exc:
+        if args.json:
+            print(json.dumps({"valid": False, "error": str(exc)}, indent=2))
+        else:
+            _error(f"{args.plugin_dir}: invalid: {exc}")
+        return EXIT_FAILURE
+    report = validation_report(package)
+    print(json.dumps(report, indent=2) if args.json else render_validation(report))
+    return EXIT_OK
+
+
+def _status(args: argparse.Namespace) -> int:
+    host = HostFacts()
+    package = validate(args.plugin_dir, host)
+    if args.server is not None and args.server not in package.servers:
+        _error(f"no declared server named {args.server!r} (declared: {', '.join(package.servers)})")
+        return EXIT_FAILURE
+    report = status_report(package, host, connect=not args.no_connect, only=args.server)
+    print(REDACTOR.redact(json.dumps(report, indent=2) if args.json else render_status(report)))
+    return EXIT_OK if report["ready"] else EXIT_UNAVAILABLE
+
+
 def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[str, Any]], str] | None) -> None:
     data = result.data()
     if as_json:
@@ -160,8 +199,6 @@ def _require_bpy() -> None:
 
 
 def _expand(path: str) -> Path:
-    from .contract.host import HostFacts
-
     return HostFacts().expand_path(path)
 
 

@@ -35,6 +35,14 @@ SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
 
+# Every other path, OAuth discovery and registration included. An MCP client whose OAuth support
+# reacts to our 401 ends its discovery here, so this text is what its user reads.
+NOT_FOUND = (
+    f"not found: this is the blender-bridge MCP endpoint at {ENDPOINT_PATH}. It has no OAuth: it takes the "
+    "bearer token from Blender's runtime file. After a 401 that token is stale or wrong: restart the bridge "
+    "in Blender, then try again."
+)
+
 # JSON-RPC error code -> HTTP status on the stateless era (the SDK's own table).
 _MODERN_STATUS = {
     PARSE_ERROR: 400,
@@ -66,7 +74,7 @@ class McpHttpApp:
 
     def __call__(self, request: Request) -> Response:
         if request.path != ENDPOINT_PATH:
-            return Response.text(404, f"not found; the MCP endpoint is {ENDPOINT_PATH}")
+            return Response.text(404, NOT_FOUND)
         if not host_allowed(request.header("host"), self._port()):
             return Response.text(403, "forbidden: the Host header must name this bridge on loopback")
         if not origin_allowed(request.header("origin")):

@@ -1,34 +1,143 @@
-"""Host facts (I/O): the operating system, environment, files, processes.
+"""Host facts (I/O): the operating system, environment, registry, plists, processes, sessions.
 
-Everything the contract needs to know about this machine comes through `HostFacts`, so
-policy code stays pure and tests can state a host instead of needing one.
+Everything the contract needs to know about this machine comes through `HostFacts`, so the
+policy stays pure and tests state a host (temp dirs, a fake registry or plist reader)
+instead of needing one.
 """
 
 from __future__ import annotations
 
 import os
+import plistlib
 import re
+import struct
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 _POSIX_VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 _WINDOWS_VAR = re.compile(r"%([^%]+)%")
+_VS_FIXEDFILEINFO_SIGNATURE = b"\xbd\x04\xef\xfe"
+
+
+@dataclass(frozen=True)
+class RegistryEntry:
+    """One Windows "Uninstall" entry."""
+
+    display_name: str
+    display_version: str | None = None
+    install_location: str | None = None
+
+
+def _host_os() -> str:
+    return sys.platform if sys.platform in ("win32", "darwin") else "linux"
 
 
 def _pid_alive(pid: int) -> bool:
     return psutil.pid_exists(pid)
 
 
+def _read_plist(path: Path) -> Mapping[str, Any]:
+    with path.open("rb") as handle:
+        return plistlib.load(handle)
+
+
+def read_pe_version(path: Path) -> str | None:
+    """The fixed file version (a.b.c.d) of a Windows executable, read from its bytes."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    at = data.find(_VS_FIXEDFILEINFO_SIGNATURE)
+    if at < 0 or len(data) < at + 16:
+        return None
+    _signature, _struct_version, ms, ls = struct.unpack_from("<IIII", data, at)
+    return f"{ms >> 16}.{ms & 0xFFFF}.{ls >> 16}.{ls & 0xFFFF}"
+
+
+def _windows_uninstall_entries() -> Sequence[RegistryEntry]:
+    if sys.platform != "win32":
+        return ()
+    import winreg
+
+    roots = (
+        (winreg.HKEY_LOCAL_MACHINE, r"SOFTWARE\Microsoft\Windows\CurrentVersion\Uninstall"),
+        (winreg.HKEY_LOCAL_MACHINE, r"SOFTWARE\WOW6432Node\Microsoft\Windows\CurrentVersion\Uninstall"),
+        (winreg.HKEY_CURRENT_USER, r"SOFTWARE\Microsoft\Windows\CurrentVersion\Uninstall"),
+    )
+    entries: list[RegistryEntry] = []
+    for hive, key_path in roots:
+        try:
+            root = winreg.OpenKey(hive, key_path)
+        except OSError:
+            continue
+        with root:
+            index = 0
+            while True:
+                try:
+                    name = winreg.EnumKey(root, index)
+                except OSError:
+                    break
+                index += 1
+                try:
+                    with winreg.OpenKey(root, name) as sub:
+                        values = {}
+                        for value_name in ("DisplayName", "DisplayVersion", "InstallLocation"):
+                            try:
+                                values[value_name] = str(winreg.QueryValueEx(sub, value_name)[0])
+                            except OSError:
+                                values[value_name] = None
+                except OSError:
+                    continue
+                if values["DisplayName"]:
+                    entries.append(RegistryEntry(values["DisplayName"], values["DisplayVersion"], values["InstallLocation"]))
+    return entries
+
+
+def _interactive_session() -> bool:
+    """Whether this process runs in a graphical login session (Hermes's per-OS checks)."""
+    if sys.platform == "win32":
+        return _windows_interactive_session()
+    if sys.platform == "darwin":
+        return True  # no subprocess-free way to ask; Hermes assumes yes
+    try:
+        session = Path("/proc/self/sessionid").read_text().strip()
+    except OSError:
+        return False
+    return bool(session) and session != "4294967295" and Path(f"/run/user/{os.getuid()}").is_dir()
+
+
+def _windows_interactive_session() -> bool:
+    import ctypes
+
+    try:
+        kernel32 = ctypes.windll.kernel32  # type: ignore[attr-defined]
+        session = ctypes.c_ulong()
+        if not kernel32.ProcessIdToSessionId(kernel32.GetCurrentProcessId(), ctypes.byref(session)):
+            return False
+        if session.value == 0:
+            return False
+        if session.value == kernel32.WTSGetActiveConsoleSessionId():
+            return True
+        return bool(ctypes.windll.user32.GetProcessWindowStation())  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return False
+
+
 @dataclass(frozen=True)
 class HostFacts:
-    os: str = sys.platform if sys.platform in ("win32", "darwin") else "linux"
+    os: str = field(default_factory=_host_os)
     """Hermes's OS keys: win32, darwin or linux."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
     pid_alive: Callable[[int], bool] = _pid_alive
+    uninstall_entries: Callable[[], Sequence[RegistryEntry]] = _windows_uninstall_entries
+    read_plist: Callable[[Path], Mapping[str, Any]] = _read_plist
+    read_pe_version: Callable[[Path], str | None] = read_pe_version
+    interactive_session: Callable[[], bool] = _interactive_session
 
     def home(self) -> str | None:
         return self.env.get("USERPROFILE") if self.os == "win32" else self.env.get("HOME")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..errors import LiveEndpointUnavailable
+from ..errors import ContractError, LiveEndpointUnavailable
+from .declaration import location_is_rooted
 from .host import HostFacts
 from .redact import REDACTOR, Secret
 
@@ -23,6 +24,8 @@ DEFAULT_ENDPOINT_PATH = "/mcp"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_PID = 2**31 - 1
 _ENDPOINT_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
+_FIELD_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+FIELD_DEFAULTS = {"url": "http", "token": "token", "pid": "pid"}
 
 APP_NOT_RUNNING = "app_not_running"
 ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
@@ -37,6 +40,53 @@ class RuntimeFileSpec:
     token_key: str = "token"
     pid_key: str = "pid"
     endpoint_path: str = DEFAULT_ENDPOINT_PATH
+
+
+@dataclass(frozen=True)
+class LivenessDeclaration:
+    """A server's top-level `liveness` block: static, interactive_session, or server_json with its spec."""
+
+    kind: str
+    spec: RuntimeFileSpec | None = None
+
+
+STATIC = LivenessDeclaration("static")
+
+
+def parse_liveness(raw: object, host_os: str) -> LivenessDeclaration:
+    """Parse a portable `liveness` block under the union of Hermes's rules (the stricter wins).
+
+    Hermes never fails a load on this block, it degrades to static with a warning; our
+    validator treats that as an error, because a static bridge would silently lose its endpoint.
+    """
+    if raw is None:
+        return STATIC
+    if not isinstance(raw, dict):
+        raise ContractError("liveness must be an object")
+    kind = raw.get("kind")
+    if kind in ("static", "interactive_session"):
+        if set(raw) != {"kind"}:
+            raise ContractError(f"{kind} liveness only accepts 'kind'")
+        return LivenessDeclaration(kind)
+    if kind != "server_json":
+        raise ContractError(f"unknown liveness kind: {kind!r}")
+    if set(raw) - {"kind", "path", "fields"}:
+        raise ContractError(f"server_json liveness has unknown fields {sorted(set(raw) - {'kind', 'path', 'fields'})}")
+    path = raw.get("path")
+    if not isinstance(path, str) or not path.strip():
+        raise ContractError("server_json liveness requires a non-empty path")
+    if not location_is_rooted(path.strip(), host_os):
+        raise ContractError(f"server_json liveness path {path!r} is not rooted for {host_os} (absolute, ~, %VAR% or $VAR)")
+    fields = raw.get("fields", {})
+    if not isinstance(fields, dict):
+        raise ContractError("server_json liveness fields must be an object")
+    if set(fields) - set(FIELD_DEFAULTS):
+        raise ContractError(f"server_json liveness fields may only name {sorted(FIELD_DEFAULTS)}")
+    if any(not isinstance(name, str) or not _FIELD_NAME.fullmatch(name) for name in fields.values()):
+        raise ContractError("server_json liveness field names must be simple keys ([A-Za-z0-9_.-]+)")
+    names = {**FIELD_DEFAULTS, **fields}
+    spec = RuntimeFileSpec(path=path.strip(), url_key=names["url"], token_key=names["token"], pid_key=names["pid"])
+    return LivenessDeclaration("server_json", spec)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,133 @@
+"""`validate` and `status`: the contract checks, rendered for a person or a program."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .client import BridgeClient
+from .contract.declaration import ServerDeclaration
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness
+from .contract.locate import blender_cli_version
+from .contract.package import PluginPackage, load_plugin
+from .contract.requirements import version_at_least
+from .contract.status import Check, Connect, ServerStatus, compose
+from .errors import ContractError
+
+PLUGIN_ROOT = Path(__file__).resolve().parent.parent
+APP_TITLE = "Blender"
+
+
+def validate(root: Path, host: HostFacts) -> PluginPackage:
+    """Load like Hermes, then be stricter: what Hermes would drop or degrade is an error here."""
+    package = load_plugin(root)
+    if package.diagnostics:
+        raise ContractError("; ".join(package.diagnostics))
+    for name, declaration in package.servers.items():
+        try:
+            parse_liveness(declaration.liveness, host.os)
+        except ContractError as exc:
+            raise ContractError(f"server '{name}' liveness: {exc} (Hermes would silently treat it as static)") from None
+    return package
+
+
+def validation_report(package: PluginPackage) -> dict[str, Any]:
+    return {
+        "valid": True, "plugin": package.name, "version": package.version,
+        "servers": {name: server.get("type") for name, server in package.mcp_servers.items()},
+        "declared": sorted(package.servers), "skills": [skill.name for skill in package.skills],
+        "warnings": list(package.warnings),
+    }
+
+
+def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, only: str | None = None) -> dict[str, Any]:
+    statuses = [
+        _server_status(name, declaration, package, host, connect)
+        for name, declaration in package.servers.items() if only in (None, name)
+    ]
+    return {
+        "plugin": package.name,
+        "ready": bool(statuses) and all(status.ready for status in statuses),
+        "servers": [status.payload() for status in statuses],
+        "warnings": duplicate_server_warnings(package, host),
+    }
+
+
+def _server_status(name: str, declaration: ServerDeclaration, package: PluginPackage, host: HostFacts, connect: bool) -> ServerStatus:
+    transport = package.mcp_servers.get(name, {}).get("type")
+    probe: Connect | None = _mcp_round_trip if connect and transport == "streamable-http" else None
+    status = compose(name, declaration, host, connect=probe, title=APP_TITLE)
+    return _with_cli_version(status, declaration, host)
+
+
+def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
+    client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
+    asyncio.run(client.list_tools())
+
+
+def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
+    """Where no declared version source exists (Linux), ask the executable, as information only."""
+    found = status.availability
+    block = declaration.app_for(host.os)
+    if found.path is None or found.version is not None or block is None or block.presence != "executable":
+        return status
+    version = blender_cli_version(found.path)
+    if version is None:
+        return status
+    checks = tuple(
+        Check(c.name, c.ok, f"{version} (from --version; Hermes reads no version here)") if c.name == "version" else c
+        for c in status.checks
+    )
+    warnings = status.warnings
+    minimum = declaration.requires.min_version
+    if minimum and not version_at_least(version, minimum):
+        warnings += (f"{found.path} reports Blender {version}; the Hermes Bridge extension needs {minimum} or newer",)
+    return replace(status, checks=checks, warnings=warnings)
+
+
+def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[str]:
+    """Hermes keeps only the first server of a name: say so when another installed plugin has ours."""
+    hermes_home = Path(host.expand(host.env.get("HERMES_HOME") or "~/.hermes"))
+    warnings: list[str] = []
+    for mcp_json in sorted(hermes_home.glob("plugins/*/mcp.json")):
+        if mcp_json.parent.resolve() == package.root.resolve():
+            continue
+        try:
+            names = set(json.loads(mcp_json.read_text(encoding="utf-8")).get("mcpServers", {}))
+        except (OSError, ValueError, AttributeError):
+            continue
+        for clash in sorted(names & set(package.servers)):
+            warnings.append(
+                f"the plugin in {mcp_json.parent} also defines server '{clash}' (the official Blender plugin does): "
+                "Hermes keeps only the first one; enable only one of the two plugins"
+            )
+    return warnings
+
+
+def render_validation(report: dict[str, Any]) -> str:
+    lines = [f"{report['plugin']} {report['version']}: valid"]
+    lines.append("  servers: " + ", ".join(f"{name} ({kind})" for name, kind in report["servers"].items()))
+    lines.append("  declared: " + (", ".join(report["declared"]) or "none"))
+    lines.append("  skills: " + (", ".join(report["skills"]) or "none"))
+    lines += [f"  warning: {warning}" for warning in report["warnings"]]
+    return "\n".join(lines)
+
+
+def render_status(report: dict[str, Any]) -> str:
+    lines: list[str] = []
+    for server in report["servers"]:
+        lines.append(f"{server['server']}: {server['state']}")
+        for check in server["checks"]:
+            mark = {True: "ok", False: "FAIL", None: "-"}[check["ok"]]
+            lines.append(f"  {check['name']:<15} {mark:<5} {check['detail']}")
+        if server["error"]:
+            lines.append(f"  => {server['error']} (retry: {server['retry']})")
+        lines += [f"  warning: {warning}" for warning in server["warnings"]]
+    lines += [f"warning: {warning}" for warning in report["warnings"]]
+    lines.append("ready" if report["ready"] else "not ready")
+    return "\n".join(lines)
+
