@@ -11,6 +11,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
@@ -26,14 +27,23 @@ def run(argv: list[str]) -> int:
         description="Serve this Blender to local agents over MCP (loopback only) until interrupted.",
     )
     parser.add_argument("--port", type=int, default=None, help="MCP port on 127.0.0.1 (default: preference, 0 = any)")
+    parser.add_argument("--lab-port", type=int, default=None, help="Blender Lab listener port (default: preference, 0 = any)")
+    parser.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
     parser.add_argument("--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)")
     parser.add_argument("--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)")
     args = parser.parse_args(argv)
 
     defaults = prefs.config()
-    config = service.BridgeConfig(port=defaults.port if args.port is None else args.port, runtime_file=args.runtime_file)
+    lab_port = None if args.no_lab else defaults.lab_port if args.lab_port is None else args.lab_port
+    config = replace(
+        defaults,
+        port=defaults.port if args.port is None else args.port,
+        lab_port=lab_port,
+        runtime_file=args.runtime_file,
+        gui=False,
+    )
     try:
-        bridge = service.start(config, gui=False)
+        bridge = service.start(config)
     except BridgeError as exc:
         print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -42,6 +52,10 @@ def run(argv: list[str]) -> int:
     if args.stop_on_stdin_eof:
         threading.Thread(target=_wait_for_eof, args=(dispatcher.request_stop,), name="hermes-stdin", daemon=True).start()
     print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
+    if bridge.lab_address is not None:
+        print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)
+    elif bridge.lab_error is not None:
+        print(f"{COMMAND}: warning: {bridge.lab_error}", flush=True)
     if note := bridge.takeover_note():
         print(f"{COMMAND}: {note}", flush=True)
     try:

@@ -16,7 +16,7 @@ class HERMES_BRIDGE_OT_start(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         try:
-            bridge = service.start(prefs.config(), gui=not bpy.app.background)
+            bridge = service.start(prefs.config())
         except BridgeError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
@@ -47,7 +47,7 @@ def auto_start() -> None:
     if settings is None or not settings.auto_start or service.active() is not None:
         return None
     try:
-        service.start(prefs.config(), gui=True)
+        service.start(prefs.config())
     except BridgeError as exc:
         print(f"hermes_bridge: the bridge did not start: {exc}")
     return None

@@ -22,11 +22,33 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         description="Start the bridge when Blender starts (interactive sessions only)",
         default=True,
     )
+    lab_enabled: bpy.props.BoolProperty(  # type: ignore[valid-type]
+        name="Blender Lab listener",
+        description="Also serve the official Blender Lab MCP server's bridge protocol (for the blender_lab server)",
+        default=True,
+    )
+    lab_port: bpy.props.IntProperty(  # type: ignore[valid-type]
+        name="Blender Lab port",
+        description="Port of the Blender Lab listener on 127.0.0.1 (the official server expects 9876)",
+        default=service.LAB_PORT,
+        min=1024,
+        max=65535,
+    )
+    lab_require_token: bpy.props.BoolProperty(  # type: ignore[valid-type]
+        name="Require token",
+        description="Refuse Blender Lab requests without the runtime file's token (the official server cannot send one)",
+        default=False,
+    )
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
         layout.prop(self, "http_port")
         layout.prop(self, "auto_start")
+        layout.prop(self, "lab_enabled")
+        row = layout.row()
+        row.enabled = self.lab_enabled
+        row.prop(self, "lab_port")
+        row.prop(self, "lab_require_token")
         layout.label(text="The bridge listens on 127.0.0.1 only. Agents find it through the runtime file:")
         layout.label(text=str(service.runtime_file.expand_declared_path()))
 
@@ -37,5 +59,14 @@ def preferences() -> HermesBridgePreferences | None:
 
 
 def config() -> service.BridgeConfig:
+    """The bridge configuration the preferences describe, for this kind of session."""
     prefs = preferences()
-    return service.BridgeConfig(port=prefs.http_port if prefs is not None else 0)
+    gui = not bpy.app.background
+    if prefs is None:
+        return service.BridgeConfig(gui=gui)
+    return service.BridgeConfig(
+        port=prefs.http_port,
+        lab_port=prefs.lab_port if prefs.lab_enabled else None,
+        lab_require_token=prefs.lab_require_token,
+        gui=gui,
+    )

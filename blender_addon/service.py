@@ -1,17 +1,20 @@
-"""The bridge's lifecycle: listener up, runtime file published, jobs flowing; and back down.
+"""The bridge's lifecycle: listeners up, runtime file published, jobs flowing; and back down.
 
 It is the seam between the network layer (which knows nothing of bpy) and the tools (which
-know nothing of sockets): it implements the protocol's ToolHost by validating arguments on
-the calling thread and running the tool through the dispatcher on Blender's main thread.
+know nothing of sockets): it implements the MCP ToolHost and the Lab executor by validating
+on the calling thread and running the work through the dispatcher on Blender's main thread.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import os
 import sys
+import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -20,20 +23,27 @@ from typing import Any
 import bpy
 
 from . import dispatch
-from .errors import BridgeError, BridgeStopped, DispatchTimeout, ToolError, UnknownTool
+from .errors import BridgeError, BridgeStopped, DispatchTimeout, PortUnavailable, ToolError, UnknownTool
 from .net import runtime_file
 from .net.auth import Token
 from .net.http import HttpLimits, serve_http_connection
+from .net.lab_protocol import LabSettings, error_envelope, serve_lab_connection
 from .net.listener import TcpListener
-from .net.mcp import McpProtocol, ServerInfo, ToolOutcome
+from .net.mcp import McpProtocol, ServerInfo, ToolOutcome, dumps
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.sessions import SessionStore
-from .tools import CATALOGUE, Tool
+from .tools import CATALOGUE, Image, Tool
+from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
 
 ADDON_VERSION = "0.1.0"
 LOOPBACK_HOST = "127.0.0.1"
 JOB_TIMEOUT = 120.0
+LAB_PORT = 9876
+LAB_JOB_TIMEOUT = 290.0
+"""Just under the official Lab client's 300 s, so it hears our answer rather than its own timeout."""
+DEFERRED_POLL = 0.05
+DEFERRED_LIMIT = 3600.0
 
 INSTRUCTIONS = (
     "Tools for the Blender instance that published this endpoint. Read get_objects_summary before "
@@ -48,10 +58,15 @@ class BridgeConfig:
     """None: the declared path Hermes reads."""
     job_timeout: float = JOB_TIMEOUT
     http_limits: HttpLimits = HttpLimits()
+    lab_port: int | None = LAB_PORT
+    """The Blender Lab listener's port (0: let the OS choose; None: off)."""
+    lab_require_token: bool = False
+    gui: bool = False
+    """Interactive Blender: the timer pump runs jobs and deferred results are polled; else both are the caller's."""
 
 
 class Bridge:
-    """One running bridge: an MCP listener, its token and its runtime file."""
+    """One running bridge: its listeners, its token and its runtime file."""
 
     def __init__(self, config: BridgeConfig, dispatcher: dispatch.Dispatcher) -> None:
         self._config = config
@@ -60,19 +75,32 @@ class Bridge:
         self._pid = os.getpid()
         protocol = McpProtocol(self, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
         app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
-        limits = config.http_limits
         self._listener = TcpListener(
-            LOOPBACK_HOST, config.port, partial(serve_http_connection, app=app, limits=limits), name="hermes-mcp"
+            LOOPBACK_HOST, config.port, partial(serve_http_connection, app=app, limits=config.http_limits), name="hermes-mcp"
         )
         self.url = f"http://{LOOPBACK_HOST}:{self.port}"
+        self._lab: TcpListener | None = None
+        self.lab_error: str | None = None
+        if config.lab_port is not None:
+            self._start_lab(config.lab_port)
         self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
         try:
             self.publication = runtime_file.publish(
-                self.runtime_file, url=self.url, token=self._token.reveal(), pid=self._pid, extra=_extra_fields()
+                self.runtime_file, url=self.url, token=self._token.reveal(), pid=self._pid, extra=self._extra_fields()
             )
         except OSError as exc:
-            self._listener.stop()
+            self._stop_listeners()
             raise BridgeError(f"cannot write the runtime file {self.runtime_file}: {exc.strerror or exc}") from exc
+
+    def _start_lab(self, port: int) -> None:
+        """A busy or forbidden Lab port is reported, never fatal: the MCP endpoint still serves."""
+        settings = LabSettings(token=self._token if self._config.lab_require_token else None, mcp_endpoint=self.endpoint)
+        try:
+            self._lab = TcpListener(
+                LOOPBACK_HOST, port, partial(serve_lab_connection, executor=self, settings=settings), name="hermes-lab"
+            )
+        except PortUnavailable as exc:
+            self.lab_error = f"Blender Lab listener not started: {exc}"
 
     @property
     def port(self) -> int:
@@ -81,6 +109,13 @@ class Bridge:
     @property
     def endpoint(self) -> str:
         return self.url + ENDPOINT_PATH
+
+    @property
+    def lab_address(self) -> str | None:
+        if self._lab is None:
+            return None
+        host, port = self._lab.address
+        return f"{host}:{port}"
 
     @property
     def dispatcher(self) -> dispatch.Dispatcher:
@@ -100,11 +135,29 @@ class Bridge:
 
     def close(self) -> None:
         """Stop listening, release waiting jobs and withdraw the runtime file if it is still ours."""
-        self._listener.stop()
+        self._stop_listeners()
         self._dispatcher.close()
         runtime_file.withdraw(self.runtime_file, url=self.url, pid=self._pid)
 
-    # ToolHost -----------------------------------------------------------------------------
+    def _stop_listeners(self) -> None:
+        self._listener.stop()
+        if self._lab is not None:
+            self._lab.stop()
+
+    def _extra_fields(self) -> dict[str, Any]:
+        extra: dict[str, Any] = {
+            "endpoint_path": ENDPOINT_PATH,
+            "blender_version": bpy.app.version_string,
+            "addon_version": ADDON_VERSION,
+            "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        }
+        if self.lab_address is not None:
+            extra["lab"] = self.lab_address
+        elif self.lab_error is not None:
+            extra["lab_error"] = self.lab_error
+        return extra
+
+    # ToolHost (MCP) ---------------------------------------------------------------------------
 
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.descriptor() for tool in CATALOGUE.values()]
@@ -115,37 +168,73 @@ class Bridge:
             raise UnknownTool(f"Unknown tool: {name!r}")
         try:
             validate(tool.input_schema, arguments)
-            job = self._dispatcher.submit(partial(_run_tool, tool, arguments))
-            return job.wait(self._config.job_timeout)
+            job = self._dispatcher.submit(partial(_run_tool, tool, arguments, self._config.gui))
+            outcome = job.wait(self._config.job_timeout)
+            if isinstance(outcome, Deferred):
+                outcome = _present(tool, self._poll_deferred(outcome, lambda: True))
         except ToolError as exc:
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
         except DispatchTimeout as exc:
             return ToolOutcome.error(str(exc), state="busy")
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
+        return outcome
+
+    # LabExecutor ------------------------------------------------------------------------------
+
+    def execute(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
+        try:
+            outcome = self._dispatcher.submit(partial(execute, code, strict_json=strict_json)).wait(LAB_JOB_TIMEOUT)
+            if isinstance(outcome, Deferred):
+                return self._poll_deferred(outcome, connected)
+        except (ToolError, DispatchTimeout, BridgeStopped) as exc:
+            return error_envelope(str(exc))
+        return outcome
+
+    def _poll_deferred(self, deferred: Deferred, connected: Callable[[], bool]) -> Any:
+        """Poll a deferred result once per tick (GUI only); None when the client has left."""
+        if not self._config.gui:
+            raise ToolError(
+                "Deferred responses via `check_is_finished` are only supported by the interactive (GUI) bridge; "
+                "in background mode compute the result before the code returns",
+                state="no_interactive_session",
+            )
+        deadline = time.monotonic() + DEFERRED_LIMIT
+        while time.monotonic() < deadline:
+            if not connected():
+                return None  # the client left: drop the job, never replay it
+            time.sleep(DEFERRED_POLL)
+            answer = self._dispatcher.submit(deferred.poll).wait(LAB_JOB_TIMEOUT)
+            if answer is not None:
+                return answer
+        raise DispatchTimeout(f"the deferred result did not finish within {DEFERRED_LIMIT:g} s")
 
 
-def _run_tool(tool: Tool, arguments: dict[str, Any]) -> ToolOutcome:
-    """Main thread: run the tool and serialise its result here, where bpy may be touched."""
+def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome | Deferred:
+    """Main thread: run the tool, make a change one named undo step, serialise while bpy is safe."""
     try:
         data = tool.run(arguments)
     except ToolError:
         raise
     except Exception as exc:  # noqa: BLE001 - a tool that raises is an answer, not a crash
         return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+    if gui and tool.mutating:
+        with contextlib.suppress(RuntimeError):
+            bpy.ops.ed.undo_push(message=f"Hermes: {tool.title}")
+    if isinstance(data, Deferred):
+        return data
+    return _present(tool, data)
+
+
+def _present(tool: Tool, data: Any) -> ToolOutcome:
+    """Tool data in MCP terms: an image as image content, anything else as JSON."""
+    if isinstance(data, Image):
+        return ToolOutcome([{"type": "image", "data": data.base64(), "mimeType": "image/png"},
+                            {"type": "text", "text": dumps(data.details)}])
     try:
         return ToolOutcome.json(data)
     except (TypeError, ValueError) as exc:
         return ToolOutcome.error(f"{tool.name} produced a result that is not JSON: {exc}", state="tool_failed")
-
-
-def _extra_fields() -> dict[str, Any]:
-    return {
-        "endpoint_path": ENDPOINT_PATH,
-        "blender_version": bpy.app.version_string,
-        "addon_version": ADDON_VERSION,
-        "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-    }
 
 
 def _log_exception(exc: BaseException) -> None:
@@ -163,8 +252,8 @@ def active() -> Bridge | None:
     return _active
 
 
-def start(config: BridgeConfig, *, gui: bool) -> Bridge:
-    """Start the bridge (stopping a running one first); `gui` picks the timer pump."""
+def start(config: BridgeConfig) -> Bridge:
+    """Start the bridge (stopping a running one first)."""
     global _active, last_error
     stop()
     dispatcher = dispatch.Dispatcher()
@@ -175,7 +264,7 @@ def start(config: BridgeConfig, *, gui: bool) -> Bridge:
         raise
     last_error = None
     _active = bridge
-    if gui:
+    if config.gui:
         dispatch.start_gui_pump(dispatcher)
     atexit.register(stop)
     return bridge

@@ -26,6 +26,11 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         layout.label(text="Running", icon="LINKED")
         layout.label(text=bridge.endpoint)
         layout.label(text=f"Runtime file: {bridge.runtime_file}")
+        if bridge.lab_address is not None:
+            layout.label(text=f"Blender Lab: {bridge.lab_address}")
+        elif bridge.lab_error is not None:
+            for line in _wrap(bridge.lab_error):
+                layout.label(text=line, icon="ERROR")
         note = bridge.takeover_note()
         if note:
             for line in _wrap(note):

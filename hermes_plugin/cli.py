@@ -50,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run a headless Blender with the bridge until Ctrl+C")
     serve.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
     serve.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (0 = any free port)")
+    serve.add_argument("--lab-port", type=int, default=9876, help="Blender Lab listener port (default 9876, 0 = any)")
+    serve.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
     _runtime_file_option(serve)
     serve.set_defaults(handler=_serve)
 
@@ -93,7 +95,8 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
 def _serve(args: argparse.Namespace) -> int:
     _require_bpy()
     runtime_file = _expand(args.runtime_file)
-    with HeadlessBlender(runtime_file, blend=args.blend, port=args.port) as blender:
+    lab_port = None if args.no_lab else args.lab_port
+    with HeadlessBlender(runtime_file, blend=args.blend, port=args.port, lab_port=lab_port) as blender:
         endpoint = blender.endpoint
         assert endpoint is not None
         _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")

@@ -31,12 +31,14 @@ class HeadlessBlender:
         *,
         blend: Path | None = None,
         port: int = 0,
+        lab_port: int | None = None,
         python: str | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
         self.runtime_file = runtime_file
         self._blend = blend
         self._port = port
+        self._lab_port = lab_port
         self._python = python or sys.executable
         self._startup_timeout = startup_timeout
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
@@ -66,6 +68,7 @@ class HeadlessBlender:
         if self._blend is not None:
             command += ["--blend", str(self._blend)]
         command += ["--", "--port", str(self._port), "--runtime-file", str(self.runtime_file), "--stop-on-stdin-eof"]
+        command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         env = {**os.environ, "BLENDER_USER_RESOURCES": str(work / "user"), "PYTHONUNBUFFERED": "1"}
         log = self.log_path.open("wb")
         try:

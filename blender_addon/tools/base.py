@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
+MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
+
+
+@dataclass(frozen=True)
+class Image:
+    """A PNG a tool produced (screenshots), with JSON facts about it."""
+
+    png: bytes
+    details: dict[str, Any]
+
+    def base64(self) -> str:
+        return base64.b64encode(self.png).decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -15,11 +28,16 @@ class Tool:
     name: str
     title: str
     description: str
-    run: Callable[[dict[str, Any]], dict[str, Any]]
-    """Runs on Blender's main thread with validated arguments."""
+    run: Callable[[dict[str, Any]], Any]
+    """Runs on Blender's main thread with validated arguments: JSON-able data, an Image or a Deferred."""
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGUMENTS))
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
+
+    @property
+    def mutating(self) -> bool:
+        """A tool that may change the scene: one named undo step per call in the GUI."""
+        return not self.annotations.get("readOnlyHint", False)
 
     def descriptor(self) -> dict[str, Any]:
         """The tool as `tools/list` presents it."""

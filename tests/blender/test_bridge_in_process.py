@@ -26,14 +26,14 @@ def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
 
 
 def test_tool_call_runs_on_blenders_main_thread_and_answers(service: ModuleType, factory_scene: None, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary"))
     assert result["isError"] is False
     assert result["structuredContent"]["active_object"] == "Cube"
 
 
 def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary", {"bogus": 1}))
     assert result["isError"] is True
     assert "unknown argument 'bogus'" in result["content"][0]["text"]
@@ -46,7 +46,7 @@ def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps
 
     catalogue = service.CATALOGUE
     original = catalogue["get_objects_summary"]
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
     def calls() -> list[dict]:
         results = []
@@ -71,7 +71,7 @@ def test_loading_another_file_between_requests_is_seen_by_the_next_request(
     bpy.data.objects["Cube"].name = "Renamed"
     bpy.ops.wm.save_as_mainfile(filepath=str(other), copy=True)
     bpy.ops.wm.read_homefile(use_factory_startup=True)
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
     def client() -> tuple[dict, dict]:
         before = _call(bridge, "get_objects_summary")
@@ -86,8 +86,8 @@ def test_loading_another_file_between_requests_is_seen_by_the_next_request(
 
 def test_starting_again_replaces_the_running_bridge_and_its_file(service: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "server.json"
-    first = service.start(service.BridgeConfig(runtime_file=path), gui=False)
-    second = service.start(service.BridgeConfig(runtime_file=path), gui=False)
+    first = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
+    second = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
     assert service.active() is second
     assert json.loads(path.read_text())["http"] == second.url
     service.stop()

@@ -37,7 +37,7 @@ def test_disabling_the_addon_stops_a_running_bridge_and_removes_its_file(addon: 
     import importlib
 
     service = importlib.import_module(f"{ADDON_MODULE}.service")
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json"), gui=False)
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     assert bridge.runtime_file.exists()
     addon_utils.disable(ADDON_MODULE, default_set=True)
     try:

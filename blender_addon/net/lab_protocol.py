@@ -1,0 +1,150 @@
+"""The Blender Lab bridge wire, byte-compatible with the official add-on.
+
+One request per connection: a UTF-8 JSON object and a NUL byte in, one JSON reply and a NUL
+byte out, then close. It carries no credentials, so it is unauthenticated unless the user
+turns on "require token". Clients speaking something else (HTTP, or bare JSON without the
+NUL) get a fast, explanatory error instead of a silent wait.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .auth import Token
+from .mcp import dumps
+
+_HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"PRI * ", b"CONNECT ", b"TRACE ")
+_FOREIGN_JSON_GRACE = 0.5
+"""Seconds a complete JSON object may wait for its NUL before we call it another protocol."""
+
+
+class LabExecutor(Protocol):
+    def execute(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> dict[str, Any] | None:
+        """The reply envelope, or None when the client left while a deferred result was pending."""
+        ...
+
+
+@dataclass(frozen=True)
+class LabSettings:
+    max_request_bytes: int = 10 * 1024 * 1024
+    request_timeout: float = 10.0
+    token: Token | None = None
+    """When set ("require token"), requests must carry a matching `token` field."""
+    mcp_endpoint: str = ""
+    """Named in the answer to HTTP clients that knocked on the wrong port."""
+
+
+class _Answer(Exception):
+    def __init__(self, payload: bytes) -> None:
+        self.payload = payload
+
+
+def error_envelope(message: str) -> dict[str, Any]:
+    return {"status": "error", "message": message}
+
+
+def encode(envelope: dict[str, Any]) -> bytes:
+    return dumps(envelope).encode("utf-8") + b"\0"
+
+
+def serve_lab_connection(conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> None:
+    try:
+        raw = _read_request(conn, settings)
+        reply = _handle(raw, conn, executor, settings)
+    except _Answer as answer:
+        reply = answer.payload
+    if reply:
+        conn.settimeout(30.0)
+        conn.sendall(reply)
+
+
+def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> bytes:
+    try:
+        request = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as exc:
+        return encode(error_envelope(f"Invalid JSON request: {exc}"))
+    if not isinstance(request, dict):
+        return encode(error_envelope("The request must be a JSON object"))
+    kind = request.get("type")
+    if kind != "execute":
+        return encode(error_envelope(f"Unknown request type: {kind!r}"))
+    strict_json = request.get("strict_json")
+    if not isinstance(strict_json, bool):
+        return encode(error_envelope("The `strict_json` field must be a boolean; this is a bug in the tool that sent the request"))
+    code = request.get("code")
+    if not isinstance(code, str):
+        return encode(error_envelope("The `code` field must be a string"))
+    if settings.token is not None:
+        candidate = request.get("token")
+        if not isinstance(candidate, str) or not settings.token.matches(candidate):
+            return encode(error_envelope(
+                "This Blender requires a token on the Blender Lab port (preference 'Require token'): send the "
+                "`token` from Blender's runtime file, or turn the preference off"))
+    envelope = executor.execute(code, strict_json, lambda: peer_connected(conn))
+    return encode(envelope) if envelope is not None else b""
+
+
+def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
+    buffer = bytearray()
+    deadline = time.monotonic() + settings.request_timeout
+    while True:
+        end = buffer.find(b"\0")
+        if end >= 0:
+            return bytes(buffer[:end])
+        if len(buffer) > settings.max_request_bytes:
+            raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
+        _refuse_foreign_framing(buffer, settings)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _Answer(encode(error_envelope("Client timed out")))
+        conn.settimeout(min(remaining, _FOREIGN_JSON_GRACE))
+        try:
+            chunk = conn.recv(65536)
+        except TimeoutError:
+            if _complete_json(buffer):
+                raise _Answer(encode(error_envelope(
+                    "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
+                    "(the blender-mcp community add-on's protocol) is not spoken here; two bridges may share this port"))) from None
+            continue
+        if not chunk:
+            if buffer.strip():
+                return bytes(buffer)  # the client closed its side: take what it sent as the request
+            raise _Answer(b"")
+        buffer += chunk
+
+
+def _refuse_foreign_framing(buffer: bytearray, settings: LabSettings) -> None:
+    if any(buffer.startswith(method) for method in _HTTP_METHODS):
+        hint = f" The MCP endpoint of this Blender is {settings.mcp_endpoint}." if settings.mcp_endpoint else ""
+        body = f"This port speaks the Blender Lab bridge protocol (NUL-terminated JSON), not HTTP.{hint}\n".encode()
+        head = f"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        raise _Answer(head.encode() + body)
+    start = buffer.lstrip()[:1]
+    if start and start != b"{":
+        raise _Answer(encode(error_envelope("Expected one JSON object followed by a NUL byte")))
+
+
+def _complete_json(buffer: bytearray) -> bool:
+    try:
+        return isinstance(json.loads(bytes(buffer)), dict)
+    except ValueError:
+        return False
+
+
+def peer_connected(conn: socket.socket) -> bool:
+    """Whether the client is still there (it sends nothing more, so EOF means it left)."""
+    try:
+        conn.setblocking(False)
+        try:
+            return conn.recv(1, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            return True
+        finally:
+            conn.setblocking(True)
+    except OSError:
+        return False

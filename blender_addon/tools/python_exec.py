@@ -1,0 +1,141 @@
+"""Running agent-written Python in Blender, with the Blender Lab execution contract.
+
+Not a sandbox: the code can do anything this user can. The blocklist only stops the few
+calls that would end or reset Blender itself, so a mistaken script cannot take the session
+(and the bridge) down with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import bpy
+
+BLOCKED_OPERATORS = frozenset({
+    ("wm", "quit_blender"), ("wm", "read_factory_settings"), ("wm", "read_factory_userpref"), ("wm", "read_userpref"),
+})
+FILENAME = "<blender-bridge>"
+
+Envelope = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The code left a `check_is_finished` callable: the answer comes from polling it."""
+
+    poll: Callable[[], Envelope | None]
+    """Main thread only: None while pending, else the final envelope."""
+
+
+def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envelope | Deferred:
+    """Run `code` in a fresh namespace seeded with `result = {}`; return the Lab envelope."""
+    namespace: dict[str, Any] = {"__name__": "__blender_bridge__", "result": {}}
+    if preload_bpy:
+        namespace["bpy"] = bpy
+    captured = _Capture()
+    with captured, blocked_operators():
+        try:
+            exec(compile(code, FILENAME, "exec"), namespace)  # noqa: S102 - executing code is this tool's purpose
+        except SystemExit:
+            return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
+        except Exception as exc:  # noqa: BLE001 - the traceback is the answer
+            return captured.envelope(error=_traceback(exc))
+    check = namespace.get("check_is_finished")
+    if callable(check):
+        return Deferred(lambda: _poll(check, strict_json, captured))
+    return _finish(namespace.get("result"), strict_json, captured)
+
+
+def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture) -> Envelope | None:
+    with captured, blocked_operators():
+        try:
+            value = check()
+        except SystemExit:
+            return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
+        except Exception as exc:  # noqa: BLE001
+            return captured.envelope(error=_traceback(exc))
+    return None if value is None else _finish(value, strict_json, captured)
+
+
+def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
+    if not isinstance(result, dict):
+        return captured.envelope(error=f"The `result` variable must be a dict, not {type(result).__name__}")
+    try:
+        text = json.dumps(result, allow_nan=False) if strict_json else json.dumps(result, default=repr)
+    except (TypeError, ValueError) as exc:
+        return captured.envelope(error=f"The `result` value is not JSON-serializable: {exc}")
+    return captured.envelope(result=json.loads(text))
+
+
+def _traceback(exc: BaseException) -> str:
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = next((i for i, frame in enumerate(frames) if frame.filename == FILENAME), 0)
+    tb = exc.__traceback__
+    for _ in range(ours):
+        tb = tb.tb_next if tb is not None else None
+    return "".join(traceback.format_exception(type(exc), exc, tb)).rstrip()
+
+
+class _Capture:
+    """Tee stdout/stderr into buffers while the code runs (the main thread is the only writer)."""
+
+    def __init__(self) -> None:
+        self.out = io.StringIO()
+        self.err = io.StringIO()
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> _Capture:
+        self._stack.enter_context(contextlib.redirect_stdout(_Tee(self.out, sys.stdout)))
+        self._stack.enter_context(contextlib.redirect_stderr(_Tee(self.err, sys.stderr)))
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stack.close()
+
+    def envelope(self, *, result: dict[str, Any] | None = None, error: str | None = None) -> Envelope:
+        envelope: Envelope = {"status": "ok", "result": result} if error is None else {"status": "error", "message": error}
+        for key, buffer in (("stdout", self.out), ("stderr", self.err)):
+            if text := buffer.getvalue():
+                envelope[key] = text
+        return envelope
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, *targets: TextIO) -> None:
+        self._targets = targets
+
+    def write(self, text: str) -> int:
+        for target in self._targets:
+            with contextlib.suppress(Exception):
+                target.write(text)
+        return len(text)
+
+    def flush(self) -> None:
+        for target in self._targets:
+            with contextlib.suppress(Exception):
+                target.flush()
+
+
+@contextlib.contextmanager
+def blocked_operators() -> Iterator[None]:
+    """Refuse the operators that quit Blender or reset it to factory state, for this call only."""
+    ops = sys.modules["bpy.ops"]
+    original = ops._op_create_function  # noqa: SLF001 - the one hook bpy.ops looks up per access
+
+    def guarded(module: str, name: str) -> Any:
+        if (module, name) in BLOCKED_OPERATORS:
+            raise RuntimeError(f"bpy.ops.{module}.{name} is not allowed in LLM-generated code")
+        return original(module, name)
+
+    ops._op_create_function = guarded  # noqa: SLF001
+    try:
+        yield
+    finally:
+        ops._op_create_function = original  # noqa: SLF001
