@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from functools import partial
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from .contract.locate import blender_cli_version
 from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose
-from .errors import ContractError
+from .errors import ContractError, ToolCallFailed
+from .lab import lab_execute
 
 PLUGIN_ROOT = Path(__file__).resolve().parent.parent
 APP_TITLE = "Blender"
@@ -58,8 +60,12 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
 
 
 def _server_status(name: str, declaration: ServerDeclaration, package: PluginPackage, host: HostFacts, connect: bool) -> ServerStatus:
-    transport = package.mcp_servers.get(name, {}).get("type")
-    probe: Connect | None = _mcp_round_trip if connect and transport == "streamable-http" else None
+    server = package.mcp_servers.get(name, {})
+    probe: Connect | None = None
+    if connect and server.get("type") == "streamable-http":
+        probe = _mcp_round_trip
+    elif connect and "BLENDER_MCP_PORT" in server.get("env", {}):
+        probe = partial(_lab_round_trip, int(server["env"]["BLENDER_MCP_PORT"]))
     status = compose(name, declaration, host, connect=probe, title=APP_TITLE)
     return _with_cli_version(status, declaration, host)
 
@@ -67,6 +73,25 @@ def _server_status(name: str, declaration: ServerDeclaration, package: PluginPac
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
     client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
     asyncio.run(client.list_tools())
+
+
+def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
+    """What the pinned Blender Lab server will meet on the port mcp.json gives it."""
+    try:
+        record = json.loads(endpoint.runtime_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        record = {}
+    if isinstance(record.get("lab_error"), str):
+        raise ToolCallFailed(record["lab_error"])
+    published = record.get("lab")
+    if isinstance(published, str) and not published.endswith(f":{port}"):
+        raise ToolCallFailed(f"Blender's Lab listener is on {published}, but mcp.json's server connects to port {port}")
+    envelope = lab_execute(port, "import bpy\nresult = {'blender': bpy.app.version_string}", timeout=15.0)
+    if envelope.get("status") != "ok":
+        message = str(envelope.get("message", ""))
+        if "requires a token" in message:
+            raise ToolCallFailed("'Require token' is on in Blender, and the pinned Blender Lab server cannot send one")
+        raise ToolCallFailed(f"the Blender Lab listener on port {port} answered an error: {message}")
 
 
 def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:

@@ -94,10 +94,10 @@ def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
     deadline = time.monotonic() + settings.request_timeout
     while True:
         end = buffer.find(b"\0")
+        if (end if end >= 0 else len(buffer)) > settings.max_request_bytes:
+            raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
         if end >= 0:
             return bytes(buffer[:end])
-        if len(buffer) > settings.max_request_bytes:
-            raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
         _refuse_foreign_framing(buffer, settings)
         remaining = deadline - time.monotonic()
         if remaining <= 0:

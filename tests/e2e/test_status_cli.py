@@ -1,0 +1,126 @@
+"""`hermes-blender status` against real bridges, with a stated PATH, HOME and Hermes home."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_plugin.headless import HeadlessBlender
+from tests.conftest import REPO_ROOT
+
+
+@dataclass
+class Machine:
+    home: Path
+    plugin: Path
+    env: dict[str, str]
+
+    @property
+    def runtime_file(self) -> Path:
+        return self.home / "AppData" / "Local" / "Blender" / "server.json"
+
+    def status(self, *extra: str) -> tuple[int, Any, str]:
+        run = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "status", "--plugin-dir", str(self.plugin), *extra],
+                             capture_output=True, text=True, env=self.env, timeout=120)
+        payload = json.loads(run.stdout) if "--json" in extra else run.stdout
+        return run.returncode, payload, run.stderr
+
+    def point_blender_lab_at(self, port: int) -> None:
+        mcp = json.loads((self.plugin / "mcp.json").read_text())
+        mcp["mcpServers"]["blender_lab"]["env"]["BLENDER_MCP_PORT"] = str(port)
+        (self.plugin / "mcp.json").write_text(json.dumps(mcp))
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Machine:
+    home = tmp_path / "home"
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    fake = bin_dir / "blender"
+    fake.write_text("#!/bin/sh\necho 'Blender 5.1.2'\necho 'build date: 2026-01-01'\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    for name in ("plugin.json", "mcp.json"):
+        (plugin / name).write_text((REPO_ROOT / name).read_text())
+    env = {**os.environ, "HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HERMES_HOME": str(home / ".hermes")}
+    return Machine(home, plugin, env)
+
+
+@pytest.fixture
+def running(machine: Machine) -> Iterator[HeadlessBlender]:
+    with HeadlessBlender(machine.runtime_file, lab_port=0) as blender:
+        machine.point_blender_lab_at(int(json.loads(machine.runtime_file.read_text())["lab"].rsplit(":", 1)[1]))
+        yield blender
+
+
+def _states(payload: dict[str, Any]) -> dict[str, str]:
+    return {server["server"]: server["state"] for server in payload["servers"]}
+
+
+def test_status_reports_ready_against_a_live_bridge(machine: Machine, running: HeadlessBlender) -> None:
+    code, payload, _ = machine.status("--json")
+    assert code == 0 and payload["ready"] is True
+    assert _states(payload) == {"blender": "ready", "blender_lab": "ready"}
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert checks["version"]["detail"].startswith("5.1.2 (from --version")
+    assert checks["MCP round trip"]["ok"] is True and checks["runtime file"]["ok"] is True
+    token = json.loads(machine.runtime_file.read_text())["token"]
+    code, text, _ = machine.status()
+    assert code == 0 and text.rstrip().endswith("ready") and token not in text and token not in json.dumps(payload)
+
+
+def test_killed_bridge_is_app_not_running_with_its_action(machine: Machine, running: HeadlessBlender) -> None:
+    os.kill(running.pid, signal.SIGKILL)
+    running.stop()
+    code, payload, _ = machine.status("--json")
+    assert code == 3 and _states(payload) == {"blender": "app_not_running", "blender_lab": "app_not_running"}
+    assert payload["servers"][0]["user_action"] == "Start Blender, then try again."
+    assert payload["servers"][0]["retry"] == "after_user_action"
+
+
+def test_corrupt_runtime_file_is_endpoint_unavailable(machine: Machine, running: HeadlessBlender) -> None:
+    record = json.loads(machine.runtime_file.read_text())
+    machine.runtime_file.write_text(json.dumps({**record, "http": "https://example.com:443"}))
+    code, payload, _ = machine.status("--json", "--server", "blender")
+    assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
+    assert payload["servers"][0]["user_action"] == "Open Blender and enable its local connection, then try again."
+
+
+def test_no_blender_on_path_is_missing_app(machine: Machine) -> None:
+    empty = machine.home / "empty-bin"
+    empty.mkdir(parents=True)
+    machine.env["PATH"] = str(empty)
+    code, payload, _ = machine.status("--json")
+    assert code == 3 and set(_states(payload).values()) == {"missing_app"}
+    assert payload["servers"][0]["error"] == "Blender is not installed. Install Blender, then try again."
+
+
+def test_no_connect_stops_at_local_checks_like_hermes(machine: Machine, running: HeadlessBlender) -> None:
+    code, payload, _ = machine.status("--json", "--no-connect")
+    assert code == 3 and _states(payload) == {"blender": "hermes_not_connected", "blender_lab": "hermes_not_connected"}
+
+
+def test_another_plugin_with_a_blender_server_is_a_warning(machine: Machine) -> None:
+    official = machine.home / ".hermes" / "plugins" / "blender"
+    official.mkdir(parents=True)
+    (official / "mcp.json").write_text(json.dumps({"mcpServers": {"blender": {"type": "stdio", "command": "uv"}}}))
+    _, payload, _ = machine.status("--json")
+    assert any("also defines server 'blender'" in warning for warning in payload["warnings"])
+
+
+def test_lab_listener_on_another_port_than_mcp_json_names_is_explained(machine: Machine, running: HeadlessBlender) -> None:
+    machine.point_blender_lab_at(1)
+    code, payload, _ = machine.status("--json", "--server", "blender_lab")
+    assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}
+    assert "connects to port 1" in payload["servers"][0]["checks"][-1]["detail"]
