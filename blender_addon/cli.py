@@ -29,6 +29,7 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--port", type=int, default=None, help="MCP port on 127.0.0.1 (default: preference, 0 = any)")
     parser.add_argument("--lab-port", type=int, default=None, help="Blender Lab listener port (default: preference, 0 = any)")
     parser.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
+    parser.add_argument("--no-code-execution", action="store_true", help="refuse to run agent-written Python")
     parser.add_argument("--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)")
     parser.add_argument("--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)")
     args = parser.parse_args(argv)
@@ -40,6 +41,7 @@ def run(argv: list[str]) -> int:
         port=defaults.port if args.port is None else args.port,
         lab_port=lab_port,
         runtime_file=args.runtime_file,
+        allow_code=defaults.allow_code and not args.no_code_execution,
         gui=False,
     )
     try:

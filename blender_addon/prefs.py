@@ -22,6 +22,11 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         description="Start the bridge when Blender starts (interactive sessions only)",
         default=True,
     )
+    allow_code: bpy.props.BoolProperty(  # type: ignore[valid-type]
+        name="Allow code execution",
+        description="Let agents run Python in Blender (execute_blender_code and the Blender Lab listener). Not a sandbox",
+        default=True,
+    )
     lab_enabled: bpy.props.BoolProperty(  # type: ignore[valid-type]
         name="Blender Lab listener",
         description="Also serve the official Blender Lab MCP server's bridge protocol (for the blender_lab server)",
@@ -44,6 +49,7 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         layout = self.layout
         layout.prop(self, "http_port")
         layout.prop(self, "auto_start")
+        layout.prop(self, "allow_code")
         layout.prop(self, "lab_enabled")
         row = layout.row()
         row.enabled = self.lab_enabled
@@ -68,5 +74,6 @@ def config() -> service.BridgeConfig:
         port=prefs.http_port,
         lab_port=prefs.lab_port if prefs.lab_enabled else None,
         lab_require_token=prefs.lab_require_token,
+        allow_code=prefs.allow_code,
         gui=gui,
     )

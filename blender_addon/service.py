@@ -45,6 +45,11 @@ LAB_JOB_TIMEOUT = 290.0
 DEFERRED_POLL = 0.05
 DEFERRED_LIMIT = 3600.0
 
+CODE_DISABLED = (
+    "Running Python is switched off in this Blender (Hermes Bridge preferences: 'Allow code execution'); "
+    "the read-only tools still work"
+)
+
 INSTRUCTIONS = (
     "Tools for the Blender instance that published this endpoint. Read get_objects_summary before "
     "changing anything. Code execution in Blender is not a sandbox."
@@ -61,6 +66,8 @@ class BridgeConfig:
     lab_port: int | None = LAB_PORT
     """The Blender Lab listener's port (0: let the OS choose; None: off)."""
     lab_require_token: bool = False
+    allow_code: bool = True
+    """False: execute_blender_code and the Lab listener refuse to run code."""
     gui: bool = False
     """Interactive Blender: the timer pump runs jobs and deferred results are polled; else both are the caller's."""
 
@@ -166,6 +173,8 @@ class Bridge:
         tool = CATALOGUE.get(name)
         if tool is None:
             raise UnknownTool(f"Unknown tool: {name!r}")
+        if tool.runs_code and not self._config.allow_code:
+            return ToolOutcome.error(CODE_DISABLED, state="code_execution_disabled")
         try:
             validate(tool.input_schema, arguments)
             job = self._dispatcher.submit(partial(_run_tool, tool, arguments, self._config.gui))
@@ -183,6 +192,8 @@ class Bridge:
     # LabExecutor ------------------------------------------------------------------------------
 
     def execute(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
+        if not self._config.allow_code:
+            return error_envelope(CODE_DISABLED)
         try:
             outcome = self._dispatcher.submit(partial(execute, code, strict_json=strict_json)).wait(LAB_JOB_TIMEOUT)
             if isinstance(outcome, Deferred):

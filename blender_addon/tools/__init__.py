@@ -6,8 +6,15 @@ Nothing here touches sockets; every `run` executes on Blender's main thread via 
 from __future__ import annotations
 
 from .base import Image, Tool
-from .scene import GET_OBJECTS_SUMMARY
+from .blendfile import BLENDFILE_TOOLS
+from .code import EXECUTE_BLENDER_CODE
+from .render import RENDER_TOOLS
+from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
+from .screen import SCREEN_TOOLS
 
-CATALOGUE: dict[str, Tool] = {tool.name: tool for tool in (GET_OBJECTS_SUMMARY,)}
+CATALOGUE: dict[str, Tool] = {
+    tool.name: tool
+    for tool in (GET_OBJECTS_SUMMARY, GET_OBJECT_DETAIL_SUMMARY, *BLENDFILE_TOOLS, EXECUTE_BLENDER_CODE, *SCREEN_TOOLS, *RENDER_TOOLS)
+}
 
 __all__ = ["CATALOGUE", "Image", "Tool"]

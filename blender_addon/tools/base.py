@@ -33,6 +33,8 @@ class Tool:
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGUMENTS))
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
+    runs_code: bool = False
+    """Executes agent-written Python: refused while the preference switches code execution off."""
 
     @property
     def mutating(self) -> bool:

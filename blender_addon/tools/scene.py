@@ -6,7 +6,19 @@ from typing import Any
 
 import bpy
 
+from ..errors import ToolError
 from .base import Tool
+
+DEFAULT_PAGE = 1000
+MAX_PAGE = 5000
+PAGING_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "offset": {"type": "integer", "minimum": 0, "description": "Skip this many object entries (depth-first order)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": f"At most this many object entries (default {DEFAULT_PAGE})."},
+    },
+    "additionalProperties": False,
+}
 
 _OBJECT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -46,9 +58,14 @@ OBJECTS_SUMMARY_SCHEMA: dict[str, Any] = {
         "object_mode": {"type": "string"},
         "camera_object": {"type": ["string", "null"]},
         "collections": {"type": "array", "items": {"$ref": "#/$defs/collection"}},
+        "total_objects": {"type": "integer", "description": "Object entries in the whole tree (an object linked twice counts twice)."},
+        "offset": {"type": "integer"},
+        "limit": {"type": "integer"},
+        "next_offset": {"type": ["integer", "null"], "description": "Pass as offset for the next page; null on the last page."},
     },
     "required": [
         "status", "scene_name", "active_workspace", "active_object", "object_mode", "camera_object", "collections",
+        "total_objects", "offset", "limit", "next_offset",
     ],
 }
 
@@ -59,6 +76,8 @@ def objects_summary(arguments: dict[str, Any]) -> dict[str, Any]:
     scene = context.scene
     active = view_layer.objects.active
     workspace = context.workspace if context.window is not None else None
+    page = _Page(arguments.get("offset", 0), arguments.get("limit", DEFAULT_PAGE))
+    tree = _layer_collection(view_layer.layer_collection, view_layer, page)
     return {
         "status": "ok",
         "scene_name": scene.name,
@@ -66,18 +85,40 @@ def objects_summary(arguments: dict[str, Any]) -> dict[str, Any]:
         "active_object": active.name if active is not None else None,
         "object_mode": context.mode,
         "camera_object": scene.camera.name if scene.camera is not None else None,
-        "collections": [_layer_collection(view_layer.layer_collection, view_layer)],
+        "collections": [tree],
+        "total_objects": page.seen,
+        "offset": page.offset,
+        "limit": page.limit,
+        "next_offset": page.offset + page.limit if page.seen > page.offset + page.limit else None,
     }
 
 
-def _layer_collection(layer_collection: Any, view_layer: Any) -> dict[str, Any]:
+class _Page:
+    """A window over object entries in depth-first order; counts everything, details only the window."""
+
+    def __init__(self, offset: int, limit: int) -> None:
+        self.offset = offset
+        self.limit = limit
+        self.seen = 0
+
+    def take(self, objects: Any) -> list[Any]:
+        count = len(objects)
+        start, end = self.seen, self.seen + count
+        self.seen = end
+        lo, hi = max(self.offset, start), min(self.offset + self.limit, end)
+        if lo >= hi:
+            return []
+        return sorted(objects, key=_name)[lo - start : hi - start]
+
+
+def _layer_collection(layer_collection: Any, view_layer: Any, page: _Page) -> dict[str, Any]:
     collection = layer_collection.collection
     return {
         "name": collection.name,
         "exclude": layer_collection.exclude,
         "hide_viewport": layer_collection.hide_viewport,
-        "objects": [_object(obj, view_layer) for obj in sorted(collection.objects, key=_name)],
-        "children": [_layer_collection(child, view_layer) for child in sorted(layer_collection.children, key=_name)],
+        "objects": [_object(obj, view_layer) for obj in page.take(collection.objects)],
+        "children": [_layer_collection(child, view_layer, page) for child in sorted(layer_collection.children, key=_name)],
     }
 
 
@@ -106,8 +147,68 @@ GET_OBJECTS_SUMMARY = Tool(
     description=(
         "List the objects of the current scene, grouped by collection (root 'Scene Collection'), with each "
         "object's type, parent, data, selection and visibility, plus the active object, mode and camera. "
-        "Read this first to learn what the scene holds."
+        f"Read this first to learn what the scene holds. Large scenes come in pages of {DEFAULT_PAGE} objects: "
+        "pass next_offset as offset to read on."
     ),
     run=objects_summary,
+    input_schema=PAGING_SCHEMA,
     output_schema=OBJECTS_SUMMARY_SCHEMA,
+)
+
+
+DETAIL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": "At most this many children listed (default 200)."},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
+    name = arguments["name"]
+    obj = bpy.data.objects.get(name)
+    if obj is None:
+        close = sorted(n for n in (o.name for o in bpy.data.objects) if name.lower() in n.lower())[:10]
+        raise ToolError(f"No object named {name!r} in this file", state="not_found", similar_names=close)
+    limit = arguments.get("limit", 200)
+    children = sorted(obj.children, key=_name)
+    view_layer = bpy.context.view_layer
+    return {
+        "status": "ok",
+        "name": obj.name,
+        "type": obj.type,
+        "data_name": obj.data.name if obj.data is not None else None,
+        "location": list(obj.location),
+        "rotation": {"mode": obj.rotation_mode, "euler": list(obj.rotation_euler), "quaternion": list(obj.rotation_quaternion)},
+        "scale": list(obj.scale),
+        "dimensions": list(obj.dimensions),
+        "parent": obj.parent.name if obj.parent is not None else None,
+        "children": [child.name for child in children[:limit]],
+        "children_total": len(children),
+        "modifiers": [{"name": m.name, "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
+                      for m in obj.modifiers],
+        "constraints": [{"name": c.name, "type": c.type, "enabled": c.enabled} for c in obj.constraints],
+        "materials": [slot.material.name if slot.material is not None else None for slot in obj.material_slots],
+        "visibility": {
+            "visible": obj.visible_get(view_layer=view_layer),
+            "hide_viewport": obj.hide_viewport,
+            "hide_render": obj.hide_render,
+            "hidden_in_view_layer": obj.hide_get(view_layer=view_layer),
+        },
+        "collections": [collection.name for collection in obj.users_collection],
+    }
+
+
+GET_OBJECT_DETAIL_SUMMARY = Tool(
+    name="get_object_detail_summary",
+    title="One object in detail",
+    description=(
+        "Details of one object by name: type, data, transform (location, rotation, scale, dimensions), parent and "
+        "children, modifiers, constraints, material slots, visibility and collections."
+    ),
+    run=object_detail,
+    input_schema=DETAIL_SCHEMA,
 )

@@ -35,6 +35,8 @@ def validate(schema: dict[str, Any], value: Any, where: str = "arguments") -> No
             raise InvalidArguments(f"{where} must be at most {schema['maximum']}")
     if isinstance(value, str) and len(value) > schema.get("maxLength", len(value)):
         raise InvalidArguments(f"{where} must be at most {schema['maxLength']} characters")
+    if isinstance(value, str) and len(value) < schema.get("minLength", 0):
+        raise InvalidArguments(f"{where} must not be empty" if schema["minLength"] == 1 else f"{where} is too short")
     if isinstance(value, dict):
         properties = schema.get("properties", {})
         for name in schema.get("required", []):

@@ -1,0 +1,48 @@
+"""execute_blender_code: the Lab execution contract, with honest errors and one undo step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ToolError
+from .base import MUTATING, Tool
+from .python_exec import Deferred, Envelope, execute
+
+CODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"code": {"type": "string", "minLength": 1, "maxLength": 1_000_000,
+                            "description": "Python to run in Blender; assign a dict to `result` to return data."}},
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+
+def run_code(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
+    outcome = execute(arguments["code"], strict_json=False, preload_bpy=True)
+    if isinstance(outcome, Deferred):
+        inner = outcome
+        return Deferred(lambda: _answer(answer) if (answer := inner.poll()) is not None else None)
+    return _answer(outcome)
+
+
+def _answer(envelope: Envelope) -> dict[str, Any]:
+    """An ok envelope becomes data; an error becomes a tool error carrying the output so far."""
+    output = {key: envelope[key] for key in ("stdout", "stderr") if key in envelope}
+    if envelope["status"] != "ok":
+        raise ToolError(envelope["message"], state="execution_error", **output)
+    return {"result": envelope["result"], **output}
+
+
+EXECUTE_BLENDER_CODE = Tool(
+    name="execute_blender_code",
+    title="Run Python in Blender",
+    description=(
+        "Run Python inside Blender (bpy is imported) and return the dict assigned to `result`, plus printed output. "
+        "Errors come back as tool errors with the traceback. In the interactive Blender each call is one undo step. "
+        "This is not a sandbox: the code can do anything the user can. Read the scene first; change little at a time."
+    ),
+    run=run_code,
+    input_schema=CODE_SCHEMA,
+    annotations=dict(MUTATING),
+    runs_code=True,
+)

@@ -1,0 +1,137 @@
+"""Renders to the path the agent asks for: synchronous in background, non-blocking in the GUI."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import bpy
+
+from ..errors import ToolError
+from .base import MUTATING, Tool
+from .python_exec import Deferred
+
+THUMBNAIL_SIDE = 256
+THUMBNAIL_SAMPLES = 16
+PATH_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"output_path": {"type": "string", "minLength": 1, "maxLength": 4096,
+                                   "description": "Absolute path of the PNG to write (its folder must exist)."}},
+    "required": ["output_path"],
+    "additionalProperties": False,
+}
+
+
+def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
+    path = _output_path(arguments["output_path"])
+    scene = bpy.context.scene
+    saved = _apply(scene, {"render.filepath": str(path), "render.image_settings.file_format": "PNG"})
+    started = time.monotonic()
+    try:
+        if bpy.app.background:
+            _apply(scene, {"render.engine": "BLENDER_WORKBENCH"})
+            bpy.ops.render.render(write_still=True)
+        else:
+            window = bpy.context.window or bpy.context.window_manager.windows[0]
+            area = next((a for a in window.screen.areas if a.type == "VIEW_3D"), None)
+            if area is None:
+                raise ToolError("The current screen has no 3D Viewport to render.", state="not_found")
+            region = next(r for r in area.regions if r.type == "WINDOW")
+            with bpy.context.temp_override(window=window, area=area, region=region):
+                bpy.ops.render.opengl(write_still=True)
+        return _result(scene, path, started)
+    finally:
+        _restore(scene, saved)
+
+
+def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
+    """A small final render with the scene's own engine; the GUI keeps working while it runs."""
+    path = _output_path(arguments["output_path"])
+    scene = bpy.context.scene
+    render = scene.render
+    scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
+    changes: dict[str, Any] = {
+        "render.filepath": str(path), "render.image_settings.file_format": "PNG", "render.resolution_percentage": 100,
+        "render.resolution_x": max(1, round(render.resolution_x * scale)),
+        "render.resolution_y": max(1, round(render.resolution_y * scale)),
+    }
+    if render.engine == "CYCLES":
+        changes["cycles.samples"] = min(scene.cycles.samples, THUMBNAIL_SAMPLES)
+    saved = _apply(scene, changes)
+    started = time.monotonic()
+    if bpy.app.background:
+        try:
+            bpy.ops.render.render(write_still=True)
+            return _result(scene, path, started)
+        finally:
+            _restore(scene, saved)
+    bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
+
+    def poll() -> dict[str, Any] | None:
+        if bpy.app.is_job_running("RENDER"):
+            return None
+        try:
+            return _result(scene, path, started)
+        finally:
+            _restore(scene, saved)
+
+    return Deferred(poll)
+
+
+def _output_path(raw: str) -> Path:
+    path = Path(os.path.expanduser(bpy.path.abspath(raw)))
+    if not path.is_absolute():
+        raise ToolError(f"output_path must be absolute (got {raw!r}).", state="invalid_path")
+    if path.suffix.lower() != ".png":
+        path = path.with_name(path.name + ".png")
+    if not path.parent.is_dir():
+        raise ToolError(f"The folder {path.parent} does not exist.", state="invalid_path")
+    return path
+
+
+def _result(scene: Any, path: Path, started: float) -> dict[str, Any]:
+    if not path.is_file():
+        raise ToolError(f"Blender finished rendering but wrote no file at {path}.", state="tool_failed")
+    render = scene.render
+    percent = render.resolution_percentage / 100
+    return {"status": "ok", "filepath": str(path), "width": round(render.resolution_x * percent),
+            "height": round(render.resolution_y * percent), "engine": render.engine,
+            "seconds": round(time.monotonic() - started, 3)}
+
+
+def _apply(scene: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted scene attributes; return their previous values for _restore."""
+    saved: dict[str, Any] = {}
+    for dotted, value in changes.items():
+        owner, name = _owner(scene, dotted)
+        saved.setdefault(dotted, getattr(owner, name))
+        setattr(owner, name, value)
+    return saved
+
+
+def _restore(scene: Any, saved: dict[str, Any]) -> None:
+    for dotted, value in reversed(list(saved.items())):
+        owner, name = _owner(scene, dotted)
+        setattr(owner, name, value)
+
+
+def _owner(scene: Any, dotted: str) -> tuple[Any, str]:
+    *path, name = dotted.split(".")
+    owner = scene
+    for part in path:
+        owner = getattr(owner, part)
+    return owner, name
+
+
+RENDER_TOOLS = (
+    Tool("render_viewport_to_path", "Render the viewport",
+         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
+         render_viewport, input_schema=PATH_SCHEMA, annotations=dict(MUTATING)),
+    Tool("render_thumbnail_to_path", "Render a thumbnail",
+         f"Render the scene with its own engine at {THUMBNAIL_SIDE} px on the longest side to a PNG at output_path; "
+         "render settings are restored afterwards. The interface stays responsive while it renders.",
+         render_thumbnail, input_schema=PATH_SCHEMA, annotations=dict(MUTATING)),
+)
