@@ -28,11 +28,13 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
     path = _output_path(arguments["output_path"])
     scene = bpy.context.scene
-    saved = _apply(scene, {"render.filepath": str(path), "render.image_settings.file_format": "PNG"})
+    changes: dict[str, Any] = {"render.filepath": str(path), "render.image_settings.file_format": "PNG"}
+    if bpy.app.background:
+        changes["render.engine"] = "BLENDER_WORKBENCH"
+    saved = _apply(scene, changes)
     started = time.monotonic()
     try:
         if bpy.app.background:
-            _apply(scene, {"render.engine": "BLENDER_WORKBENCH"})
             bpy.ops.render.render(write_still=True)
         else:
             window = bpy.context.window or bpy.context.window_manager.windows[0]

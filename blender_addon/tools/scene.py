@@ -176,6 +176,7 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     limit = arguments.get("limit", 200)
     children = sorted(obj.children, key=_name)
     view_layer = bpy.context.view_layer
+    view_layer.update()  # dimensions come from the evaluated bounds, stale until the depsgraph runs
     return {
         "status": "ok",
         "name": obj.name,

@@ -1,0 +1,109 @@
+"""Lab listener behaviours that need the GUI pump or a preference, driven in this Blender."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+
+from hermes_plugin.blender_host import ADDON_MODULE
+from hermes_plugin.lab import lab_execute
+
+from .conftest import serve_while
+
+DEFERRED = """
+import bpy
+bpy.app.driver_namespace['polls'] = 0
+def check_is_finished():
+    bpy.app.driver_namespace['polls'] += 1
+    return {'polls': bpy.app.driver_namespace['polls']} if bpy.app.driver_namespace['polls'] >= 3 else None
+result = {}
+"""
+NEVER = """
+import bpy
+bpy.app.driver_namespace['polls'] = 0
+def check_is_finished():
+    bpy.app.driver_namespace['polls'] += 1
+    return None
+result = {}
+"""
+
+
+def _lab_port(bridge: Any) -> int:
+    return int(bridge.lab_address.rsplit(":", 1)[1])
+
+
+def _pump_gui_while(client: Callable[[], Any]) -> Any:
+    """Run `client` on a thread while this thread plays Blender's event loop, calling the timer."""
+    dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
+    box: dict[str, Any] = {}
+    thread = threading.Thread(target=lambda: box.update(value=client()))
+    thread.start()
+    while thread.is_alive():
+        dispatch.gui_tick()
+        time.sleep(0.002)
+    return box["value"]
+
+
+def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, tmp_path: Path) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), DEFERRED))
+    assert envelope == {"status": "ok", "result": {"polls": 3}}
+
+
+def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_request_is_answered(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    port = _lab_port(bridge)
+
+    def leave_then_ask() -> dict[str, Any]:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(json.dumps({"type": "execute", "code": NEVER, "strict_json": True}).encode() + b"\0")
+            deadline = time.monotonic() + 10
+            while bpy.app.driver_namespace.get("polls", 0) < 2 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        time.sleep(0.3)  # the bridge notices the hang-up on its next poll
+        polls_after_leaving = bpy.app.driver_namespace["polls"]
+        time.sleep(0.3)
+        assert bpy.app.driver_namespace["polls"] <= polls_after_leaving + 1  # polling stopped: no replay
+        return lab_execute(port, "result = {'next': True}")
+
+    assert _pump_gui_while(leave_then_ask) == {"status": "ok", "result": {"next": True}}
+
+
+def test_require_token_refuses_requests_without_the_runtime_files_token(service: ModuleType, tmp_path: Path) -> None:
+    runtime_file = tmp_path / "s.json"
+    bridge = service.start(service.BridgeConfig(runtime_file=runtime_file, lab_port=0, lab_require_token=True))
+    token = json.loads(runtime_file.read_text())["token"]
+    port = _lab_port(bridge)
+
+    def ask() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+        return (lab_execute(port, "result = {}"), lab_execute(port, "result = {}", token="wrong"),
+                lab_execute(port, "result = {'in': True}", token=token))
+
+    without, wrong, right = serve_while(bridge.dispatcher, ask)
+    assert without["status"] == wrong["status"] == "error" and "requires a token" in without["message"]
+    assert right == {"status": "ok", "result": {"in": True}}
+
+
+def test_switching_code_execution_off_refuses_code_on_both_listeners(service: ModuleType, tmp_path: Path) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, allow_code=False))
+
+    def ask() -> tuple[dict[str, Any], Any, Any]:
+        return (lab_execute(_lab_port(bridge), "result = {}"),
+                bridge.call_tool("execute_blender_code", {"code": "result = {}"}),
+                bridge.call_tool("get_objects_summary", {}))
+
+    envelope, outcome, summary = serve_while(bridge.dispatcher, ask)
+    assert envelope["status"] == "error" and "switched off" in envelope["message"]
+    assert outcome.is_error and "code_execution_disabled" in outcome.content[0]["text"]
+    assert not summary.is_error  # read-only tools still work

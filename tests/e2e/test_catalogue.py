@@ -1,0 +1,190 @@
+"""Every catalogue tool through the official `mcp` client, checked field by field."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hermes_plugin.client import BridgeClient, ToolResult
+from hermes_plugin.contract.liveness import RuntimeFileSpec
+from hermes_plugin.headless import HeadlessBlender
+
+OFFICIAL_NAMES = {
+    "get_objects_summary", "get_object_detail_summary", "get_blendfile_summary_datablocks",
+    "get_blendfile_summary_missing_files", "get_blendfile_summary_of_linked_libraries",
+    "get_blendfile_summary_path_info", "get_blendfile_summary_usage_guess", "execute_blender_code",
+    "get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image", "get_screenshot_of_window_as_json",
+    "jump_to_tab_by_name", "jump_to_tab_by_space_type", "jump_to_view3d_object_by_name",
+    "jump_to_view3d_object_data_by_name", "render_viewport_to_path", "render_thumbnail_to_path",
+}
+GUI_ONLY = {
+    "get_screenshot_of_window_as_image": {}, "get_screenshot_of_area_as_image": {"area_ui_type": "VIEW_3D"},
+    "get_screenshot_of_window_as_json": {}, "jump_to_tab_by_name": {"name": "Layout"},
+    "jump_to_tab_by_space_type": {"space_type": "VIEW_3D"}, "jump_to_view3d_object_by_name": {"name": "Cube"},
+    "jump_to_view3d_object_data_by_name": {"name": "Cube"},
+}
+
+
+class Session:
+    def __init__(self, runtime_file: Path) -> None:
+        self.client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28")
+
+    def call(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        return asyncio.run(self.client.call_tool(name, arguments or {}))
+
+    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result = self.call(name, arguments)
+        assert not result.is_error, result.text
+        assert result.structured is not None
+        return result.structured
+
+    def run(self, code: str) -> Any:
+        return self.ok("execute_blender_code", {"code": code})["result"]
+
+
+@pytest.fixture(scope="module")
+def blender(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    runtime_file = tmp_path_factory.mktemp("catalogue") / "server.json"
+    with HeadlessBlender(runtime_file):
+        yield Session(runtime_file)
+
+
+@pytest.fixture
+def factory(blender: Session) -> Session:
+    blender.run("import bpy\nbpy.ops.wm.read_homefile(use_factory_startup=True)\nresult = {}")
+    return blender
+
+
+def test_the_catalogue_offers_the_official_names_with_schemas_and_hints(blender: Session) -> None:
+    tools = {tool["name"]: tool for tool in asyncio.run(blender.client.list_tools())}
+    assert set(tools) == OFFICIAL_NAMES
+    for name, tool in tools.items():
+        assert tool["inputSchema"]["type"] == "object" and tool["description"], name
+        hints = tool["annotations"]
+        if name.startswith(("get_",)):
+            assert hints["readOnlyHint"] is True, name
+        else:
+            assert hints["destructiveHint"] is True and hints["readOnlyHint"] is False, name
+
+
+def test_objects_summary_pages_keep_the_official_shape_on_ordinary_scenes(factory: Session) -> None:
+    data = factory.ok("get_objects_summary")
+    assert (data["total_objects"], data["offset"], data["next_offset"]) == (3, 0, None)
+    page = factory.ok("get_objects_summary", {"offset": 1, "limit": 1})
+    assert [o["name"] for o in page["collections"][0]["children"][0]["objects"]] == ["Cube"]
+    assert page["next_offset"] == 2
+
+
+def test_object_detail_reports_transform_modifiers_materials_and_visibility(factory: Session) -> None:
+    factory.run(
+        "import bpy\ncube = bpy.data.objects['Cube']\ncube.location = (1, 2, 3)\ncube.scale = (2, 2, 2)\n"
+        "cube.modifiers.new('Bevel', 'BEVEL')\ncube.constraints.new('COPY_LOCATION')\n"
+        "child = bpy.data.objects.new('Child', None)\nchild.parent = cube\nbpy.context.scene.collection.objects.link(child)\n"
+        "cube.hide_render = True\nresult = {}")
+    detail = factory.ok("get_object_detail_summary", {"name": "Cube"})
+    assert detail["name"] == "Cube" and detail["type"] == "MESH" and detail["data_name"] == "Cube"
+    assert detail["location"] == [1.0, 2.0, 3.0] and detail["scale"] == [2.0, 2.0, 2.0]
+    assert detail["dimensions"] == [4.0, 4.0, 4.0] and detail["rotation"]["mode"] == "XYZ"
+    assert detail["modifiers"] == [{"name": "Bevel", "type": "BEVEL", "show_viewport": True, "show_render": True}]
+    assert detail["constraints"][0]["type"] == "COPY_LOCATION"
+    assert detail["materials"] == ["Material"] and detail["children"] == ["Child"] and detail["children_total"] == 1
+    assert detail["visibility"]["hide_render"] is True and detail["visibility"]["visible"] is True
+    assert detail["collections"] == ["Collection"] and detail["parent"] is None
+
+
+def test_unknown_object_is_an_error_with_similar_names(factory: Session) -> None:
+    result = factory.call("get_object_detail_summary", {"name": "cub"})
+    assert result.is_error
+    error = json.loads(result.text)
+    assert error["state"] == "not_found" and error["similar_names"] == ["Cube"]
+
+
+def test_blendfile_summaries_on_a_saved_file_with_a_missing_image(factory: Session, tmp_path: Path) -> None:
+    blend = tmp_path / "scene.blend"
+    factory.run(
+        "import bpy\nimg = bpy.data.images.new('Gone', 4, 4)\nimg.source = 'FILE'\n"
+        f"img.filepath = {str(tmp_path / 'gone.png')!r}\nimg.use_fake_user = True\n"
+        f"bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\n"
+        f"bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\nresult = {{}}")
+    counts = factory.ok("get_blendfile_summary_datablocks")
+    assert counts["datablock_counts"]["objects"] == 3 and counts["scene_name"] == "Scene"
+    assert counts["render_engine"] and "Layout" in counts["workspaces"] and counts["workspace_count"] >= 1
+    missing = factory.ok("get_blendfile_summary_missing_files")
+    assert missing["missing_files"][0]["name"] == "Gone" and missing["missing_count"] == 1 and missing["total_checked"] >= 1
+    path = factory.ok("get_blendfile_summary_path_info")
+    assert path["filepath"] == str(blend) and path["is_saved"] is True and path["is_dirty"] is False
+    assert path["file_size_bytes"] == blend.stat().st_size and path["backups"] == [f"{blend}1"]
+    libraries = factory.ok("get_blendfile_summary_of_linked_libraries")
+    assert libraries == {"status": "ok", "direct_libraries": [], "indirect_libraries": [], "total_library_count": 0}
+    guesses = factory.ok("get_blendfile_summary_usage_guess")["usage_guesses"]
+    assert guesses["modeling"]["evidence"] == 1 and guesses["animation"]["score"] == 0.0
+    assert set(guesses["rendering"]) == {"score", "certainty", "evidence"}
+
+
+def test_linked_libraries_are_listed(factory: Session, tmp_path: Path) -> None:
+    library = tmp_path / "lib.blend"
+    factory.run(f"import bpy\nbpy.ops.wm.save_as_mainfile(filepath={str(library)!r}, copy=True)\n"
+                f"with bpy.data.libraries.load({str(library)!r}, link=True) as (src, dst):\n    dst.objects = ['Cube']\n"
+                "result = {}")
+    libraries = factory.ok("get_blendfile_summary_of_linked_libraries")
+    assert libraries["total_library_count"] == 1
+    assert libraries["direct_libraries"][0]["exists"] is True and libraries["direct_libraries"][0]["filepath"].endswith("lib.blend")
+
+
+def test_execute_blender_code_returns_result_and_output_and_reports_errors_as_errors(factory: Session) -> None:
+    answer = factory.ok("execute_blender_code", {"code": "print('hi')\nresult = {'n': len(bpy.data.objects)}"})
+    assert answer == {"result": {"n": 3}, "stdout": "hi\n"}
+    failed = factory.call("execute_blender_code", {"code": "print('partial')\n1/0"})
+    assert failed.is_error
+    error = json.loads(failed.text)
+    assert error["state"] == "execution_error" and "ZeroDivisionError" in error["error"] and error["stdout"] == "partial\n"
+    assert factory.call("execute_blender_code", {"code": "result = {'obj': bpy.data.objects[0]}"}).structured["result"]["obj"].startswith("bpy.data.objects")
+
+
+def test_gui_only_tools_answer_no_interactive_session_in_background(blender: Session) -> None:
+    for name, arguments in GUI_ONLY.items():
+        result = blender.call(name, arguments)
+        assert result.is_error, name
+        assert json.loads(result.text)["state"] == "no_interactive_session", name
+
+
+def test_renders_write_exactly_where_asked_and_restore_settings(factory: Session, tmp_path: Path) -> None:
+    factory.run("import bpy\nscene = bpy.context.scene\nscene.render.engine = 'CYCLES'\nscene.cycles.samples = 64\n"
+                "scene.cycles.device = 'CPU'\nresult = {}")
+    viewport = factory.ok("render_viewport_to_path", {"output_path": str(tmp_path / "viewport.png")})
+    assert viewport["filepath"] == str(tmp_path / "viewport.png") and (tmp_path / "viewport.png").stat().st_size > 0
+    assert viewport["engine"] == "BLENDER_WORKBENCH"
+    thumbnail = factory.ok("render_thumbnail_to_path", {"output_path": str(tmp_path / "thumb")})
+    assert thumbnail["filepath"] == str(tmp_path / "thumb.png") and (thumbnail["width"], thumbnail["height"]) == (256, 144)
+    after = factory.run("import bpy\nr = bpy.context.scene.render\n"
+                        "result = {'engine': r.engine, 'x': r.resolution_x, 'samples': bpy.context.scene.cycles.samples}")
+    assert after == {"engine": "CYCLES", "x": 1920, "samples": 64}
+    bad = factory.call("render_viewport_to_path", {"output_path": str(tmp_path / "no" / "such" / "dir.png")})
+    assert bad.is_error and json.loads(bad.text)["state"] == "invalid_path"
+
+
+def test_a_100k_object_scene_answers_in_bounded_stable_pages(blender: Session) -> None:
+    blender.run(
+        "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nbig = bpy.data.collections.new('Big')\n"
+        "bpy.context.scene.collection.children.link(big)\nlink = big.objects.link\nnew = bpy.data.objects.new\n"
+        "for i in range(100000):\n    link(new(f'obj_{i:06d}', None))\nresult = {}")
+    started = time.monotonic()
+    first = blender.call("get_objects_summary")
+    elapsed = time.monotonic() - started
+    assert not first.is_error and len(first.text.encode()) < 1_000_000
+    data = first.structured
+    assert data["total_objects"] == 100_000 and data["next_offset"] == 1000
+    names = [o["name"] for o in data["collections"][0]["children"][0]["objects"]]
+    assert names == [f"obj_{i:06d}" for i in range(1000)]
+    last = blender.ok("get_objects_summary", {"offset": 99_500, "limit": 5000})
+    tail = [o["name"] for o in last["collections"][0]["children"][0]["objects"]]
+    assert tail == [f"obj_{i:06d}" for i in range(99_500, 100_000)] and last["next_offset"] is None
+    again = blender.ok("get_objects_summary")
+    assert again == data  # stable across calls
+    print(f"first page of 100k objects: {elapsed * 1000:.0f} ms, {len(first.text.encode())} bytes")
