@@ -8,6 +8,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def arguments(**properties: dict[str, Any]) -> dict[str, Any]:
+    """An input schema: these properties, no others; those without a default are required."""
+    required = [name for name, schema in properties.items() if "default" not in schema]
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 

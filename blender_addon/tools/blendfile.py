@@ -9,14 +9,11 @@ from typing import Any
 
 import bpy
 
-from .base import NO_ARGUMENTS, Tool
+from .base import NO_ARGUMENTS, Tool, arguments
 
-LIMIT_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"limit": {"type": "integer", "minimum": 1, "maximum": 5000, "description": "At most this many list entries (default 500)."}},
-    "additionalProperties": False,
-}
 DEFAULT_LIMIT = 500
+LIMIT_SCHEMA = arguments(limit={"type": "integer", "minimum": 1, "maximum": 5000, "default": DEFAULT_LIMIT,
+                                "description": "At most this many list entries."})
 COUNTED = (
     "objects", "meshes", "curves", "materials", "textures", "images", "node_groups", "collections", "cameras", "lights",
     "actions", "armatures", "grease_pencils", "scenes", "worlds", "libraries", "fonts", "sounds", "movieclips", "volumes",

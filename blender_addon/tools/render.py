@@ -10,18 +10,13 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import MUTATING, Tool
+from .base import MUTATING, Tool, arguments
 from .python_exec import Deferred
 
 THUMBNAIL_SIDE = 256
 THUMBNAIL_SAMPLES = 16
-PATH_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"output_path": {"type": "string", "minLength": 1, "maxLength": 4096,
-                                   "description": "Absolute path of the PNG to write (its folder must exist)."}},
-    "required": ["output_path"],
-    "additionalProperties": False,
-}
+PATH_SCHEMA = arguments(output_path={"type": "string", "minLength": 1, "maxLength": 4096,
+                                      "description": "Absolute path of the PNG to write (its folder must exist)."})
 
 
 def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:

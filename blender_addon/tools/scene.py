@@ -7,18 +7,14 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import Tool
+from .base import Tool, arguments
 
 DEFAULT_PAGE = 1000
 MAX_PAGE = 5000
-PAGING_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "offset": {"type": "integer", "minimum": 0, "description": "Skip this many object entries (depth-first order)."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": f"At most this many object entries (default {DEFAULT_PAGE})."},
-    },
-    "additionalProperties": False,
-}
+PAGING_SCHEMA = arguments(
+    offset={"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many object entries (depth-first order)."},
+    limit={"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE, "description": "At most this many object entries."},
+)
 
 _OBJECT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -156,15 +152,10 @@ GET_OBJECTS_SUMMARY = Tool(
 )
 
 
-DETAIL_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "name": {"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "description": "At most this many children listed (default 200)."},
-    },
-    "required": ["name"],
-    "additionalProperties": False,
-}
+DETAIL_SCHEMA = arguments(
+    name={"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
+    limit={"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 200, "description": "At most this many children listed."},
+)
 
 
 def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:

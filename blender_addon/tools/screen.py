@@ -9,7 +9,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import MUTATING, NO_ARGUMENTS, Image, Tool
+from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments
 
 SPACE_TYPES = (
     "VIEW_3D", "IMAGE_EDITOR", "NODE_EDITOR", "SEQUENCE_EDITOR", "CLIP_EDITOR", "DOPESHEET_EDITOR", "GRAPH_EDITOR",
@@ -151,33 +151,28 @@ def _frame(obj: Any, *, edit_mode: bool, allow_edits: bool) -> dict[str, Any]:
     return {"status": "ok", "object": obj.name, "type": obj.type, "location": list(obj.matrix_world.translation)}
 
 
-def _args(**properties: dict[str, Any]) -> dict[str, Any]:
-    required = [name for name, schema in properties.items() if "default" not in schema]
-    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
-
-
 _NAME = {"type": "string", "minLength": 1, "maxLength": 1024}
 _EDITS = {"type": "boolean", "default": False, "description": "Also change selection, mode or layout to get there."}
 
 SCREEN_TOOLS = (
     Tool("get_screenshot_of_window_as_image", "Screenshot of the window",
          "A PNG of Blender's whole window (interactive Blender only).", screenshot_window,
-         input_schema=_args(size_limit_in_bytes={**_SIZE, "default": 0})),
+         input_schema=arguments(size_limit_in_bytes={**_SIZE, "default": 0})),
     Tool("get_screenshot_of_area_as_image", "Screenshot of one area",
          "A PNG of one area of the current screen, chosen by its ui_type (e.g. VIEW_3D, ShaderNodeTree).", screenshot_area,
-         input_schema=_args(area_ui_type={"type": "string", "minLength": 1, "maxLength": 64},
+         input_schema=arguments(area_ui_type={"type": "string", "minLength": 1, "maxLength": 64},
                             size_limit_in_bytes={**_SIZE, "default": 0})),
     Tool("get_screenshot_of_window_as_json", "The window's layout",
          "The window's size, screen, workspace, scene, areas and selection, as JSON (interactive Blender only).",
          window_as_json, input_schema=dict(NO_ARGUMENTS)),
     Tool("jump_to_tab_by_name", "Switch workspace", "Switch to the workspace (tab) with this name.", jump_to_tab,
-         input_schema=_args(name=_NAME), annotations=dict(MUTATING)),
+         input_schema=arguments(name=_NAME), annotations=dict(MUTATING)),
     Tool("jump_to_tab_by_space_type", "Show an editor", "Switch to a workspace showing this editor type.", jump_to_space,
-         input_schema=_args(space_type={"type": "string", "enum": list(SPACE_TYPES)}, allow_edits=_EDITS),
+         input_schema=arguments(space_type={"type": "string", "enum": list(SPACE_TYPES)}, allow_edits=_EDITS),
          annotations=dict(MUTATING)),
     Tool("jump_to_view3d_object_by_name", "Look at an object", "Center the 3D Viewport on an object.", jump_to_object,
-         input_schema=_args(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
+         input_schema=arguments(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
     Tool("jump_to_view3d_object_data_by_name", "Look at object data",
          "Center the 3D Viewport on the object using this data (mesh, curve, ...); with allow_edits, enter Edit Mode.",
-         jump_to_object_data, input_schema=_args(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
+         jump_to_object_data, input_schema=arguments(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
 )
