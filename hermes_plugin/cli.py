@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .addon_package import ONE_PREFERENCE, build_addon, install_addon
 from .checks import PLUGIN_ROOT, render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
 from .contract.host import HostFacts
@@ -67,6 +68,14 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
     _json_option(demo)
     demo.set_defaults(handler=_demo)
+
+    build = commands.add_parser("build-addon", help="build and validate the Blender extension zip")
+    build.add_argument("--output", type=Path, default=Path("dist"), help="folder for the zip (default: ./dist)")
+    build.set_defaults(handler=_build_addon)
+
+    install = commands.add_parser("install-addon", help="install and enable the extension in a Blender")
+    install.add_argument("--blender", type=Path, help="a Blender executable (default: the bundled bpy)")
+    install.set_defaults(handler=_install_addon)
 
     validate = commands.add_parser("validate", help="check plugin.json, mcp.json and skills as Hermes does")
     validate.add_argument("plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: this repository)")
@@ -155,6 +164,22 @@ def _demo(args: argparse.Namespace) -> int:
     if not gone:
         return EXIT_FAILURE
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _build_addon(args: argparse.Namespace) -> int:
+    _progress("building the extension with Blender's own builder...")
+    path = build_addon(args.output)
+    print(path)
+    _progress("built and validated by Blender's extension validator")
+    return EXIT_OK
+
+
+def _install_addon(args: argparse.Namespace) -> int:
+    where = str(args.blender) if args.blender else "the bundled Blender (bpy)"
+    _progress(f"installing the Hermes Bridge extension into {where}...")
+    install_addon(args.blender)
+    _progress(f"installed and enabled. {ONE_PREFERENCE}")
+    return EXIT_OK
 
 
 def _validate(args: argparse.Namespace) -> int:

@@ -1,0 +1,54 @@
+"""The workflow skill loads under Hermes's skill rules; a broken front matter is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hermes_plugin.checks import validate
+from hermes_plugin.contract.host import HostFacts
+from hermes_plugin.contract.package import load_plugin
+from hermes_plugin.errors import ContractError
+from tests.conftest import REPO_ROOT
+
+LINUX = HostFacts(os="linux", env={"HOME": "/home/ana", "PATH": ""})
+
+
+def test_the_repository_skill_is_accepted_and_covers_every_state() -> None:
+    [skill] = load_plugin(REPO_ROOT).skills
+    assert skill.name == "blender" and 1 <= len(skill.description) <= 1024
+    text = skill.path.read_text()
+    for state in ("missing_app", "version_too_old", "app_not_running", "endpoint_unavailable",
+                  "hermes_not_connected", "no_interactive_session"):
+        assert f"`{state}`" in text, state
+    assert "not a sandbox" in text and (skill.path.parent / "references" / "states.md").is_file()
+
+
+@pytest.mark.parametrize(("front_matter", "rule"), [
+    ("name: Blender\ndescription: x", "name must match the directory"),
+    ("name: blender-tools\ndescription: x", "name must match the directory"),
+    ("name: blender", "description must be a non-empty string"),
+    ("name: blender\ndescription: " + "x" * 1025, "at most 1024 characters"),
+    ("name: blender\ndescription: x\ncompatibility: ''", "compatibility must be a string of 1 to 500"),
+    ("name: blender\ndescription: x\nmetadata: {a: 1}", "metadata must map string keys to string values"),
+    ("name: blender\ndescription: [unclosed", "invalid YAML frontmatter"),
+])
+def test_a_broken_front_matter_in_a_copy_is_rejected(plugin_copy, front_matter: str, rule: str) -> None:  # noqa: ANN001
+    root = plugin_copy(None)
+    skill = root / "skills" / "blender" / "SKILL.md"
+    body = skill.read_text().split("\n---\n", 1)[1]
+    skill.write_text(f"---\n{front_matter}\n---\n{body}")
+    with pytest.raises(ContractError, match="skill:blender") as caught:
+        validate(root, LINUX)
+    assert rule in str(caught.value)
+
+
+def test_a_skill_that_links_outside_the_plugin_root_is_refused(plugin_copy, tmp_path: Path) -> None:  # noqa: ANN001
+    root = plugin_copy(None)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / "SKILL.md").write_text("---\nname: leak\ndescription: x\n---\n")
+    (root / "skills" / "leak").symlink_to(outside, target_is_directory=True)
+    with pytest.raises(ContractError, match="skill:leak: SKILL.md must be a regular in-root file"):
+        validate(root, LINUX)

@@ -1,0 +1,60 @@
+"""The extension zip: built and validated by Blender's own tools, installed, and serving from there."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from hermes_plugin.addon_package import build_addon
+from hermes_plugin.client import BridgeClient
+from hermes_plugin.contract.liveness import RuntimeFileSpec
+
+SERVE_INSTALLED = """
+import importlib, sys, bpy, addon_utils
+bpy.ops.wm.read_userpref()  # as an interactive Blender does at startup
+module = "bl_ext.user_default.hermes_bridge"
+if not addon_utils.check(module)[1]:
+    sys.exit("the installed extension is not enabled")
+cli = importlib.import_module(module + ".cli")
+sys.exit(cli.run(["--runtime-file", sys.argv[1], "--no-lab", "--stop-on-stdin-eof"]))
+"""
+
+
+def test_the_built_zip_passes_blenders_validator_and_holds_only_the_addon(tmp_path: Path) -> None:
+    zip_path = build_addon(tmp_path)
+    assert zip_path.name == "hermes_bridge-0.1.0.zip"
+    names = zipfile.ZipFile(zip_path).namelist()
+    assert "blender_manifest.toml" in names and "net/lab_protocol.py" in names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_installed_into_a_fresh_user_folder_the_bridge_starts_from_it(tmp_path: Path) -> None:
+    env = {**os.environ, "BLENDER_USER_RESOURCES": str(tmp_path / "user")}
+    install = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "install-addon"], capture_output=True,
+                             text=True, env=env, timeout=300)
+    assert install.returncode == 0, install.stderr
+    assert "Start with Blender" in install.stderr
+    assert (tmp_path / "user" / "extensions" / "user_default" / "hermes_bridge" / "blender_manifest.toml").is_file()
+
+    runtime_file = tmp_path / "server.json"
+    server = subprocess.Popen([sys.executable, "-c", SERVE_INSTALLED, str(runtime_file)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while not runtime_file.exists() and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runtime_file.exists(), server.stdout.read().decode() if server.poll() is not None else "no runtime file"
+        assert json.loads(runtime_file.read_text())["pid"] == server.pid
+        result = asyncio.run(BridgeClient(RuntimeFileSpec(path=str(runtime_file))).call_tool("get_objects_summary"))
+        assert not result.is_error and result.structured["active_object"] == "Cube"
+    finally:
+        assert server.stdin is not None
+        server.stdin.close()
+        server.wait(60)
+    assert server.returncode == 0 and not runtime_file.exists()
