@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .auth import Token
-from .mcp import dumps
+from ..jsontext import encode as encode_json
 
 _HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"PRI * ", b"CONNECT ", b"TRACE ")
 _FOREIGN_JSON_GRACE = 0.5
@@ -49,7 +49,7 @@ def error_envelope(message: str) -> dict[str, Any]:
 
 
 def encode(envelope: dict[str, Any]) -> bytes:
-    return dumps(envelope).encode("utf-8") + b"\0"
+    return encode_json(envelope) + b"\0"
 
 
 def serve_lab_connection(conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> None:
@@ -68,6 +68,8 @@ def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: La
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
         return encode(error_envelope(f"Invalid JSON request: {exc}"))
+    except RecursionError:
+        return encode(error_envelope("Invalid JSON request: nested too deeply"))
     if not isinstance(request, dict):
         return encode(error_envelope("The request must be a JSON object"))
     kind = request.get("type")
@@ -132,7 +134,7 @@ def _refuse_foreign_framing(buffer: bytearray, settings: LabSettings) -> None:
 def _complete_json(buffer: bytearray) -> bool:
     try:
         return isinstance(json.loads(bytes(buffer)), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 

@@ -7,11 +7,11 @@ version and client capabilities in `_meta`; `server/discover`) and the 2025 hand
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import UnknownTool
+from ..jsontext import RawJson, dumps
 
 MODERN_VERSION = "2026-07-28"
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
@@ -49,13 +49,15 @@ class ToolOutcome:
     """What one tool call produced, already in MCP terms."""
 
     content: list[dict[str, Any]]
-    structured: dict[str, Any] | None = None
+    structured: RawJson | None = None
+    """The data as JSON text, sent as structuredContent without a second encoding."""
     is_error: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def json(cls, data: dict[str, Any]) -> ToolOutcome:
-        return cls([{"type": "text", "text": dumps(data)}], structured=data)
+        text = dumps(data)
+        return cls([{"type": "text", "text": text}], structured=RawJson(text))
 
     @classmethod
     def error(cls, message: str, **details: Any) -> ToolOutcome:
@@ -152,5 +154,3 @@ class McpProtocol:
         return result
 
 
-def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)

@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..jsontext import encode
 from .auth import Token, bearer_matches, host_allowed, origin_allowed
 from .http import Request, Response
 from .mcp import (
@@ -26,7 +27,7 @@ from .mcp import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpProtocol,
     RpcError,
-    dumps,
+
 )
 from .sessions import SessionStore
 
@@ -113,6 +114,8 @@ class McpHttpApp:
             message = json.loads(request.body)
         except (UnicodeDecodeError, ValueError) as exc:
             return _rpc_error(None, RpcError(PARSE_ERROR, f"Parse error: {exc}"), 400)
+        except RecursionError:
+            return _rpc_error(None, RpcError(PARSE_ERROR, "Parse error: JSON nested too deeply"), 400)
         if isinstance(message, list):
             return _rpc_error(None, RpcError(INVALID_REQUEST, "JSON-RPC batches are not supported"), 400)
         if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
@@ -192,5 +195,5 @@ def _rpc_error(request_id: str | int | None, error: RpcError, status: int) -> Re
 
 
 def _json(status: int, payload: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Response:
-    body = dumps(payload).encode("utf-8")
+    body = encode(payload)
     return Response(status, body, [("Content-Type", "application/json"), *(headers or [])])

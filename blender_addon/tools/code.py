@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..errors import ToolError
@@ -25,7 +26,7 @@ def _answer(envelope: Envelope) -> dict[str, Any]:
     output = {key: envelope[key] for key in ("stdout", "stderr") if key in envelope}
     if envelope["status"] != "ok":
         raise ToolError(envelope["message"], state="execution_error", **output)
-    return {"result": envelope["result"], **output}
+    return {"result": json.loads(envelope["result"]), **output}
 
 
 EXECUTE_BLENDER_CODE = Tool(

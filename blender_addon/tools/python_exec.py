@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 import bpy
 
+from ..jsontext import RawJson, dumps
+
 BLOCKED_OPERATORS = frozenset({
     ("wm", "quit_blender"), ("wm", "read_factory_settings"), ("wm", "read_factory_userpref"), ("wm", "read_userpref"),
 })
@@ -68,10 +70,10 @@ def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
     if not isinstance(result, dict):
         return captured.envelope(error=f"The `result` variable must be a dict, not {type(result).__name__}")
     try:
-        text = json.dumps(result, allow_nan=False) if strict_json else json.dumps(result, default=repr)
+        text = dumps(result) if strict_json else json.dumps(result, default=repr, separators=(",", ":"), ensure_ascii=False)
     except (TypeError, ValueError) as exc:
         return captured.envelope(error=f"The `result` value is not JSON-serializable: {exc}")
-    return captured.envelope(result=json.loads(text))
+    return captured.envelope(result=RawJson(text))
 
 
 def _traceback(exc: BaseException) -> str:
@@ -99,7 +101,7 @@ class _Capture:
     def __exit__(self, *exc_info: object) -> None:
         self._stack.close()
 
-    def envelope(self, *, result: dict[str, Any] | None = None, error: str | None = None) -> Envelope:
+    def envelope(self, *, result: RawJson | None = None, error: str | None = None) -> Envelope:
         envelope: Envelope = {"status": "ok", "result": result} if error is None else {"status": "error", "message": error}
         for key, buffer in (("stdout", self.out), ("stderr", self.err)):
             if text := buffer.getvalue():

@@ -18,8 +18,8 @@ from hermes_plugin.headless import ADDON_SOURCE
 
 @pytest.fixture(scope="session")
 def addon() -> Iterator[ModuleType]:
+    import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
     import addon_utils
-    import bpy
 
     bpy.ops.wm.read_homefile(use_factory_startup=True)
     with tempfile.TemporaryDirectory(prefix="hermes-ext-") as repo:

@@ -1,0 +1,46 @@
+"""JSON text shared by both layers: compact encoding, and splicing text encoded once.
+
+A tool's data is serialised on Blender's main thread (a snapshot no later job can change)
+and sent verbatim: the reply around it is encoded without encoding that data again.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+
+class RawJson(str):
+    """JSON text already serialised once, spliced into a reply instead of being encoded again."""
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+SPLICE_DEPTH = 2
+"""RawJson is looked for only in dict values this deep (a reply's result, or an envelope's): the
+payload around it is small, the data inside it never walked."""
+
+
+def encode(payload: Any) -> bytes:
+    """`payload` as UTF-8 JSON, with RawJson dict values (up to SPLICE_DEPTH deep) spliced in verbatim."""
+    raws: list[RawJson] = []
+    shell = _swap(payload, raws, SPLICE_DEPTH)
+    text = dumps(shell)
+    for index, raw in enumerate(raws):
+        text = text.replace(dumps(_marker(index)), raw, 1)
+    return text.encode("utf-8")
+
+
+def _marker(index: int) -> str:
+    return f"\u0000raw-json-{index}\u0000"  # NUL cannot survive encoding unescaped, so no value collides
+
+
+def _swap(value: Any, raws: list[RawJson], depth: int) -> Any:
+    if isinstance(value, RawJson):
+        raws.append(value)
+        return _marker(len(raws) - 1)
+    if isinstance(value, dict) and depth > 0:
+        return {key: _swap(item, raws, depth - 1) for key, item in value.items()}
+    return value

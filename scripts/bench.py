@@ -1,0 +1,340 @@
+#!/usr/bin/env python3
+"""Latency and throughput of the bridge, beside the loopback floors measured in the same run.
+
+Run with `uv run scripts/bench.py` (add `--json` for machine-readable output, `--quick` for
+fewer iterations). Every path is timed against its own floor: the Lab wire against a raw TCP
+echo with one connection per request, MCP over keep-alive HTTP against a raw HTTP echo.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import http.client
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hermes_plugin.client import BridgeClient  # noqa: E402
+from hermes_plugin.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
+from hermes_plugin.headless import HeadlessBlender  # noqa: E402
+from hermes_plugin.lab import lab_execute  # noqa: E402
+
+MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+SUMMARY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "get_objects_summary", "arguments": {}, "_meta": MODERN}}).encode()
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"p50": pick(0.50) * 1000, "p95": pick(0.95) * 1000, "p99": pick(0.99) * 1000, "n": len(ordered)}
+
+
+def paired(floor: Callable[[], object], path: Callable[[], object], n: int) -> tuple[dict[str, float], dict[str, float]]:
+    """Alternate floor and path call by call, so both meet the same machine conditions."""
+    for _ in range(20):
+        floor()
+        path()
+    floor_samples, path_samples = [], []
+    for _ in range(n):
+        for fn, samples in ((floor, floor_samples), (path, path_samples)):
+            started = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - started)
+    return percentiles(floor_samples), percentiles(path_samples)
+
+
+def timed(fn: Callable[[], object], n: int, warmup: int = 20) -> dict[str, float]:
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(n):
+        started = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - started)
+    return percentiles(samples)
+
+
+# --- floors -----------------------------------------------------------------------------------
+
+class Floor:
+    """Minimal loopback servers: the best any bridge could do on this machine."""
+
+    def __init__(self, handler: Callable[[socket.socket], None]) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self._handler = handler
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            try:
+                self._handler(conn)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def nul_echo(conn: socket.socket) -> None:
+    buffer = b""
+    while b"\0" not in buffer:
+        chunk = conn.recv(65536)
+        if not chunk:
+            return
+        buffer += chunk
+    conn.sendall(b'{"status":"ok","result":{}}\0')
+
+
+def http_echo(conn: socket.socket) -> None:
+    buffer = b""
+    while True:
+        while b"\r\n\r\n" not in buffer:
+            chunk = conn.recv(65536)
+            if not chunk:
+                return
+            buffer += chunk
+        head, _, buffer = buffer.partition(b"\r\n\r\n")
+        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+        while len(buffer) < length:
+            buffer += conn.recv(65536)
+        body, buffer = buffer[:length], buffer[length:]
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def lab_round_trip(port: int, payload: bytes) -> None:
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(payload)
+        reply = b""
+        while b"\0" not in reply:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            reply += chunk
+
+
+class KeepAlive:
+    """One persistent HTTP/1.1 connection, TCP_NODELAY, as a careful client would hold."""
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        self.conn.connect()
+        self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.headers = {"Content-Type": "application/json", **headers}
+
+    def post(self, path: str, body: bytes) -> bytes:
+        self.conn.request("POST", path, body=body, headers=self.headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        if response.status != 200:
+            raise RuntimeError(f"HTTP {response.status}: {data[:200]!r}")
+        return data
+
+
+# --- our paths ----------------------------------------------------------------------------------
+
+def official_client_calls(runtime_file: Path, mode: str, n: int) -> dict[str, float]:
+    client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode=mode)  # type: ignore[arg-type]
+
+    async def run() -> list[float]:
+        samples = []
+        async with client.session() as session:
+            for i in range(n + 10):
+                started = time.perf_counter()
+                await session.call_tool("get_objects_summary", {})
+                if i >= 10:
+                    samples.append(time.perf_counter() - started)
+        return samples
+
+    return percentiles(asyncio.run(run()))
+
+
+def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> dict[str, float]:
+    errors: list[str] = []
+
+    def worker() -> None:
+        link = KeepAlive(port, headers)
+        for _ in range(calls):
+            try:
+                link.post("/mcp", SUMMARY)
+            except Exception as exc:  # noqa: BLE001 - counted, not raised
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=worker) for _ in range(clients)]
+    started = time.perf_counter()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    return {"clients": clients, "calls": clients * calls, "per_second": clients * calls / elapsed, "errors": len(errors)}
+
+
+def dispatch_hop(n: int) -> dict[str, float]:
+    """Thread -> main -> thread through the add-on's own dispatcher, in this process (bpy imported)."""
+    import importlib
+
+    from hermes_plugin.blender_host import ADDON_MODULE, enable_extension
+    from hermes_plugin.headless import ADDON_SOURCE
+
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ.setdefault("BLENDER_USER_RESOURCES", str(Path(folder) / "user"))
+        enable_extension(ADDON_SOURCE, Path(folder) / "repo")
+        dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
+        dispatcher = dispatch.Dispatcher()
+        box: dict[str, Any] = {}
+
+        def client() -> None:
+            box["stats"] = timed(lambda: dispatcher.submit(lambda: None).wait(10), n)
+            dispatcher.request_stop()
+
+        thread = threading.Thread(target=client)
+        thread.start()
+        dispatcher.serve(poll=0.5)
+        thread.join()
+        return box["stats"]
+
+
+def time_to_ready(runs: int) -> dict[str, float]:
+    samples = []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as folder:
+            runtime_file = Path(folder) / "server.json"
+            started = time.perf_counter()
+            with HeadlessBlender(runtime_file, lab_port=None):
+                asyncio.run(BridgeClient(RuntimeFileSpec(path=str(runtime_file))).call_tool("get_objects_summary"))
+                samples.append(time.perf_counter() - started)
+    return percentiles(samples)
+
+
+def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: list[int]) -> list[dict[str, Any]]:
+    link = KeepAlive(port, headers)
+    results = []
+    for size in sizes:
+        code = ("import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nc = bpy.data.collections.new('Big')\n"
+                "bpy.context.scene.collection.children.link(c)\n"
+                f"for i in range({size}):\n    c.objects.link(bpy.data.objects.new(f'obj_{{i:06d}}', None))\nresult = {{}}")
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "execute_blender_code", "arguments": {"code": code}, "_meta": MODERN}}
+        link.post("/mcp", json.dumps(call).encode())
+        first = timed(lambda: link.post("/mcp", SUMMARY), 20, warmup=2)
+        page_bytes = len(link.post("/mcp", SUMMARY))
+        everything = json.dumps({**json.loads(SUMMARY), "params": {**json.loads(SUMMARY)["params"], "arguments": {"limit": 5000}}}).encode()
+        pages, offset, started = 0, 0, time.perf_counter()
+        total_bytes = 0
+        while offset is not None:
+            body = json.loads(everything)
+            body["params"]["arguments"]["offset"] = offset
+            reply = link.post("/mcp", json.dumps(body).encode())
+            total_bytes += len(reply)
+            offset = json.loads(reply)["result"]["structuredContent"]["next_offset"]
+            pages += 1
+        results.append({"objects": size, "first_page": first, "first_page_bytes": page_bytes,
+                        "all_pages_ms": (time.perf_counter() - started) * 1000, "all_pages": pages, "all_bytes": total_bytes})
+    return results
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import importlib.metadata
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(), "python": platform.python_version(),
+            "bpy": importlib.metadata.version("bpy"), "mcp": importlib.metadata.version("mcp")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    args = parser.parse_args(argv)
+    n = 200 if args.quick else 1000
+    report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scenes": []}
+    latency = report["latency"]
+
+    tcp_floor, http_floor = Floor(nul_echo), Floor(http_echo)
+    lab_payload = json.dumps({"type": "execute", "code": "result = {}", "strict_json": True}).encode() + b"\0"
+    tcp = lambda: lab_round_trip(tcp_floor.port, lab_payload)  # noqa: E731
+    echo = KeepAlive(http_floor.port, {})
+    http = lambda: echo.post("/mcp", SUMMARY)  # noqa: E731
+    floors = {tcp: "floor: raw TCP echo, one connection per request", http: "floor: raw HTTP keep-alive echo"}
+
+    def measure(name: str, floor: Callable[[], object], path: Callable[[], object], count: int = n) -> None:
+        floor_stats, path_stats = paired(floor, path, count)
+        latency.setdefault(floors[floor], floor_stats)
+        latency[name] = {**path_stats, "ratio_p50": path_stats["p50"] / floor_stats["p50"]}
+
+    with tempfile.TemporaryDirectory() as folder:
+        runtime_file = Path(folder) / "server.json"
+        with HeadlessBlender(runtime_file, lab_port=0):
+            endpoint = read_live_endpoint(RuntimeFileSpec(path=str(runtime_file)))
+            port = int(endpoint.url.rsplit(":", 1)[1].split("/")[0])
+            lab_port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
+            headers = endpoint.headers()
+            measure("Lab execute (result = {})", tcp, lambda: lab_round_trip(lab_port, lab_payload))
+            summary_code = "import bpy\nresult = {'names': sorted(o.name for o in bpy.context.scene.objects)}"
+            measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
+            link = KeepAlive(port, headers)
+            measure("MCP tools/call get_objects_summary, keep-alive HTTP", http, lambda: link.post("/mcp", SUMMARY))
+            latency["MCP get_objects_summary, official client, 2026-07-28"] = official_client_calls(runtime_file, "2026-07-28", n // 4)
+            latency["MCP get_objects_summary, official client, 2025-11-25 session"] = official_client_calls(runtime_file, "legacy", n // 4)
+            for name in list(latency)[-2:]:
+                latency[name]["ratio_p50"] = latency[name]["p50"] / latency[floors[http]]["p50"]
+            for clients in (1, 4, 8):
+                report["throughput"].append(throughput(port, headers, clients, n // 2))
+            report["scenes"] = big_scenes(runtime_file, headers, port, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+    tcp_floor.close()
+    http_floor.close()
+    latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
+    report["time_to_ready"] = time_to_ready(3 if args.quick else 5)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    m = report["machine"]
+    lines = [f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}, bpy {m['bpy']}, mcp {m['mcp']}", ""]
+    lines.append(f"{'path':<64} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'x floor':>8}")
+    for name, s in report["latency"].items():
+        ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
+        lines.append(f"{name:<64} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}")
+    lines += ["", f"{'throughput (get_objects_summary, keep-alive HTTP)':<64} {'calls/s':>8} {'errors':>8}"]
+    for t in report["throughput"]:
+        lines.append(f"{str(t['clients']) + ' client(s) x ' + str(t['calls'] // t['clients']) + ' calls':<64} {t['per_second']:>8.0f} {t['errors']:>8}")
+    r = report["time_to_ready"]
+    lines += ["", f"time to ready (process start -> runtime file -> first answer): p50 {r['p50']:.0f} ms, max {r['p99']:.0f} ms (n={r['n']})", ""]
+    lines.append(f"{'get_objects_summary on a big scene':<36} {'page p50 ms':>12} {'page bytes':>11} {'all pages ms':>13} {'pages':>6} {'all bytes':>11}")
+    for s in report["scenes"]:
+        lines.append(f"{str(s['objects']) + ' objects':<36} {s['first_page']['p50']:>12.1f} {s['first_page_bytes']:>11} "
+                     f"{s['all_pages_ms']:>13.0f} {s['all_pages']:>6} {s['all_bytes']:>11}")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+"""Property tests: whatever bytes or messages arrive, each gets a well-formed answer and nothing stops."""
+
+from __future__ import annotations
+
+import json
+import socket
+from functools import partial
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from blender_addon.jsontext import RawJson, dumps, encode
+from blender_addon.net.lab_protocol import LabSettings, serve_lab_connection
+from blender_addon.net.listener import TcpListener
+
+from .conftest import MODERN_META, start_endpoint
+
+FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+ENDPOINT = start_endpoint()
+
+
+def _exchange(port: int, data: bytes, *, half_close: bool = True) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=15) as sock:
+        sock.sendall(data)
+        if half_close:
+            sock.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _serving() -> None:
+    status, _, body = ENDPOINT.rpc("tools/call", {"name": "echo", "arguments": {"ok": True}})
+    assert status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
+
+
+@FUZZ
+@given(st.binary(max_size=4096))
+def test_random_bytes_to_the_mcp_port_get_an_http_answer_or_a_close(data: bytes) -> None:
+    reply = _exchange(ENDPOINT.port, data)
+    assert reply == b"" or reply.startswith(b"HTTP/1.1 ")
+    if reply:
+        assert int(reply[9:12]) in (200, 202, 204, 400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 501)
+
+
+@FUZZ
+@given(method=st.text(max_size=30) | st.sampled_from(["tools/call", "tools/list", "initialize", "server/discover", "ping"]),
+       params=json_values, request_id=json_values, meta=st.booleans())
+def test_random_json_rpc_messages_get_a_json_rpc_answer(method: str, params: Any, request_id: Any, meta: bool) -> None:
+    if meta and isinstance(params, dict):
+        params = {**params, "_meta": MODERN_META}
+    status, _, body = ENDPOINT.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    assert status in (200, 202, 400, 404)
+    if status != 202:
+        assert body["jsonrpc"] == "2.0" and ("result" in body) != ("error" in body)
+
+
+def test_deeply_nested_json_is_a_parse_error_not_a_crash() -> None:
+    status, _, body = ENDPOINT.post(None, body=b"[" * 200_000 + b"]" * 200_000)
+    assert status == 400 and body["error"]["code"] == -32700
+    _serving()
+
+
+def test_the_endpoint_still_serves_after_the_fuzzing() -> None:
+    _serving()
+
+
+class _EchoExecutor:
+    def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+        return {"status": "ok", "result": {"length": len(code)}}
+
+
+LAB = TcpListener("127.0.0.1", 0, partial(serve_lab_connection, executor=_EchoExecutor(),
+                                          settings=LabSettings(request_timeout=2.0)), name="fuzz-lab")
+
+
+@FUZZ
+@given(st.binary(max_size=4096))
+def test_random_bytes_to_the_lab_port_get_an_error_reply_or_a_close(data: bytes) -> None:
+    reply = _exchange(LAB.address[1], data)
+    if reply.startswith(b"HTTP/1.1 400"):
+        return
+    if reply:
+        envelope = json.loads(reply.rstrip(b"\0"))
+        assert envelope["status"] in ("ok", "error")
+
+
+def test_the_lab_port_still_serves_after_the_fuzzing() -> None:
+    reply = _exchange(LAB.address[1], b'{"type":"execute","code":"abc","strict_json":true}\0', half_close=False)
+    assert json.loads(reply.rstrip(b"\0")) == {"status": "ok", "result": {"length": 3}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(inner=json_values, outer=st.dictionaries(st.text(max_size=8), json_values, max_size=3))
+def test_spliced_json_equals_json_encoded_in_one_piece(inner: Any, outer: dict[str, Any]) -> None:
+    spliced = encode({**outer, "result": {"data": RawJson(dumps(inner)), "extra": outer}})
+    assert json.loads(spliced) == {**outer, "result": {"data": inner, "extra": outer}}
+
+
+def test_deeply_nested_json_on_the_lab_port_is_an_error_reply() -> None:
+    reply = _exchange(LAB.address[1], b"[" * 200_000 + b"]" * 200_000 + b"\0", half_close=False)
+    assert json.loads(reply.rstrip(b"\0")) == {"status": "error", "message": "Invalid JSON request: nested too deeply"}
