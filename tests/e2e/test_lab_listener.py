@@ -143,5 +143,6 @@ def test_a_busy_lab_port_is_reported_and_the_mcp_endpoint_still_starts(lab: int,
         record = json.loads(runtime_file.read_text())
         assert "lab" not in record and f"port {lab}" in record["lab_error"] and "already in use" in record["lab_error"]
         assert second.endpoint is not None and record["http"].startswith("http://127.0.0.1:")
+        second.stop()  # its log is complete once it has stopped
         assert "Blender Lab listener not started" in second.log_tail()
     _still_serving(lab)

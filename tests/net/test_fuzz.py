@@ -105,5 +105,5 @@ def test_spliced_json_equals_json_encoded_in_one_piece(inner: Any, outer: dict[s
 
 
 def test_deeply_nested_json_on_the_lab_port_is_an_error_reply() -> None:
-    reply = _exchange(LAB.address[1], b"[" * 200_000 + b"]" * 200_000 + b"\0", half_close=False)
+    reply = _exchange(LAB.address[1], b'{"a":' * 200_000 + b"1" + b"}" * 200_000 + b"\0", half_close=False)
     assert json.loads(reply.rstrip(b"\0")) == {"status": "error", "message": "Invalid JSON request: nested too deeply"}
