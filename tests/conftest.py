@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
+atexit.register(shutil.rmtree, _BLENDER_HOME, True)  # also when a run exits early (pytest-blender's parent does)
 os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
 os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))
 
@@ -18,6 +21,10 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _remove_blender_home() -> Iterator[None]:
+def _leave_nothing_behind() -> Iterator[None]:
+    """The suite must end with no child process of ours still alive."""
     yield
-    shutil.rmtree(_BLENDER_HOME, ignore_errors=True)
+    leftovers = psutil.Process().children(recursive=True)
+    for child in leftovers:
+        child.kill()
+    assert not leftovers, f"processes left running by the tests: {[c.pid for c in leftovers]}"
