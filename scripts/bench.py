@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from hermes_plugin.client import BridgeClient  # noqa: E402
 from hermes_plugin.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
 from hermes_plugin.headless import HeadlessBlender  # noqa: E402
-from hermes_plugin.lab import lab_execute  # noqa: E402
+from hermes_plugin.lab import lab_exchange, lab_execute  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 SUMMARY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -123,17 +123,6 @@ def http_echo(conn: socket.socket) -> None:
             buffer += conn.recv(65536)
         body, buffer = buffer[:length], buffer[length:]
         conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-
-
-def lab_round_trip(port: int, payload: bytes) -> None:
-    with socket.create_connection(("127.0.0.1", port)) as sock:
-        sock.sendall(payload)
-        reply = b""
-        while b"\0" not in reply:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
 
 
 class KeepAlive:
@@ -280,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
 
     tcp_floor, http_floor = Floor(nul_echo), Floor(http_echo)
     lab_payload = json.dumps({"type": "execute", "code": "result = {}", "strict_json": True}).encode() + b"\0"
-    tcp = lambda: lab_round_trip(tcp_floor.port, lab_payload)  # noqa: E731
+    tcp = lambda: lab_exchange(tcp_floor.port, lab_payload)  # noqa: E731
     echo = KeepAlive(http_floor.port, {})
     http = lambda: echo.post("/mcp", SUMMARY)  # noqa: E731
     floors = {tcp: "floor: raw TCP echo, one connection per request", http: "floor: raw HTTP keep-alive echo"}
@@ -297,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
             port = int(endpoint.url.rsplit(":", 1)[1].split("/")[0])
             lab_port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
             headers = endpoint.headers()
-            measure("Lab execute (result = {})", tcp, lambda: lab_round_trip(lab_port, lab_payload))
+            measure("Lab execute (result = {})", tcp, lambda: lab_exchange(lab_port, lab_payload))
             summary_code = "import bpy\nresult = {'names': sorted(o.name for o in bpy.context.scene.objects)}"
             measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
             link = KeepAlive(port, headers)
