@@ -32,14 +32,12 @@ class HeadlessBlender:
         blend: Path | None = None,
         port: int = 0,
         lab_port: int | None = None,
-        python: str | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
         self.runtime_file = runtime_file
         self._blend = blend
         self._port = port
         self._lab_port = lab_port
-        self._python = python or sys.executable
         self._startup_timeout = startup_timeout
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
         self._process: subprocess.Popen[bytes] | None = None
@@ -62,7 +60,7 @@ class HeadlessBlender:
             raise HeadlessStartError(f"no such .blend file: {self._blend}")
         work = Path(self._workdir.name)
         command = [
-            self._python, "-m", "hermes_plugin.blender_host",
+            sys.executable, "-m", "hermes_plugin.blender_host",
             "--addon-source", str(ADDON_SOURCE), "--repo-dir", str(work / "extensions"),
         ]
         if self._blend is not None:
@@ -76,7 +74,7 @@ class HeadlessBlender:
                 command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work
             )
         except OSError as exc:
-            raise HeadlessStartError(f"cannot start {self._python}: {exc}") from exc
+            raise HeadlessStartError(f"cannot start {sys.executable}: {exc}") from exc
         finally:
             log.close()
         self.endpoint = self._wait_until_published()

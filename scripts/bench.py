@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import socket
-import statistics
 import sys
 import tempfile
 import threading

@@ -7,7 +7,7 @@ version and client capabilities in `_meta`; `server/discover`) and the 2025 hand
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import UnknownTool
@@ -17,7 +17,6 @@ MODERN_VERSION = "2026-07-28"
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
 SUPPORTED_VERSIONS = (MODERN_VERSION, *reversed(HANDSHAKE_VERSIONS))
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -52,7 +51,6 @@ class ToolOutcome:
     structured: RawJson | None = None
     """The data as JSON text, sent as structuredContent without a second encoding."""
     is_error: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def json(cls, data: dict[str, Any]) -> ToolOutcome:

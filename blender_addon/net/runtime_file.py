@@ -76,10 +76,6 @@ def withdraw(path: Path, *, url: str, pid: int) -> bool:
     return True
 
 
-def names_process(path: Path, pid: int) -> bool:
-    return _read_pid(path) == pid
-
-
 def _read_pid(path: Path) -> int | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))

@@ -9,6 +9,7 @@ from types import ModuleType
 from typing import Any
 
 import bpy
+import pytest
 
 from .conftest import serve_while
 
@@ -89,6 +90,8 @@ def test_starting_again_replaces_the_running_bridge_and_its_file(service: Module
     first = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
     second = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
     assert service.active() is second
+    with pytest.raises(service.BridgeStopped):  # the replaced bridge really stopped: it takes no more work
+        first.dispatcher.submit(lambda: None)
     assert json.loads(path.read_text())["http"] == second.url
     service.stop()
     assert not path.exists()
