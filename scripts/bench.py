@@ -26,10 +26,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_plugin.client import BridgeClient  # noqa: E402
-from hermes_plugin.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
-from hermes_plugin.headless import HeadlessBlender  # noqa: E402
-from hermes_plugin.lab import lab_exchange, lab_execute  # noqa: E402
+from hermes_blender.client import BridgeClient  # noqa: E402
+from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
+from hermes_blender.headless import HeadlessBlender  # noqa: E402
+from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 SUMMARY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -185,8 +185,8 @@ def dispatch_hop(n: int) -> dict[str, float]:
     """Thread -> main -> thread through the add-on's own dispatcher, in this process (bpy imported)."""
     import importlib
 
-    from hermes_plugin.blender_host import ADDON_MODULE, enable_extension
-    from hermes_plugin.headless import ADDON_SOURCE
+    from hermes_blender.blender_host import ADDON_MODULE, enable_extension
+    from hermes_blender.resources import ADDON_SOURCE
 
     with tempfile.TemporaryDirectory() as folder:
         os.environ.setdefault("BLENDER_USER_RESOURCES", str(Path(folder) / "user"))

@@ -130,7 +130,7 @@ def explain_failure(code: int, tail: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Prepare the uv environment of a stdio MCP server from mcp.json.")
-    parser.add_argument("--mcp-json", type=Path, default=ROOT / "mcp.json", help="the plugin's mcp.json (default: this repository's)")
+    parser.add_argument("--mcp-json", type=Path, default=ROOT / "hermes_plugin" / "mcp.json", help="the plugin's mcp.json (default: this repository's)")
     parser.add_argument("--server", default="blender_lab", help="the stdio server to warm (default: blender_lab)")
     parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help=f"seconds before giving up (default {DEFAULT_TIMEOUT:g})")
     args = parser.parse_args(argv)

@@ -18,6 +18,7 @@ os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
 os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+PLUGIN_ROOT = REPO_ROOT / "hermes_plugin"
 
 
 @pytest.fixture(scope="session", autouse=True)

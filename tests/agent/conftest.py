@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
 
@@ -22,14 +22,14 @@ def plugin_copy(tmp_path: Path) -> Callable[[Mutation | None], Path]:
     def make(mutate: Mutation | None = None) -> Path:
         root = tmp_path / "plugin"
         root.mkdir()
-        plugin = json.loads((REPO_ROOT / "plugin.json").read_text())
-        mcp = json.loads((REPO_ROOT / "mcp.json").read_text())
+        plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
+        mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())
         if mutate is not None:
             mutate(plugin, mcp)
         (root / "plugin.json").write_text(json.dumps(plugin))
         (root / "mcp.json").write_text(json.dumps(mcp))
-        if (REPO_ROOT / "skills").is_dir():
-            shutil.copytree(REPO_ROOT / "skills", root / "skills")
+        if (PLUGIN_ROOT / "skills").is_dir():
+            shutil.copytree(PLUGIN_ROOT / "skills", root / "skills")
         return root
 
     return make

@@ -11,17 +11,17 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.contract.declaration import parse_server_declaration
-from hermes_plugin.contract.host import HostFacts, RegistryEntry, read_pe_version
-from hermes_plugin.contract.locate import locate_app
-from hermes_plugin.contract.requirements import availability, version_at_least
-from tests.conftest import REPO_ROOT
+from hermes_blender.contract.declaration import parse_server_declaration
+from hermes_blender.contract.host import HostFacts, RegistryEntry, read_pe_version
+from hermes_blender.contract.locate import locate_app
+from hermes_blender.contract.requirements import availability, version_at_least
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 
 def _blender_declaration() -> Any:
     import json
 
-    raw = json.loads((REPO_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
+    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
     return parse_server_declaration("blender", raw)
 
 

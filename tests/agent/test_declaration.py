@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from blender_addon.net import runtime_file as addon_runtime_file
-from hermes_plugin.checks import validate
-from hermes_plugin.contract import liveness
-from hermes_plugin.contract.declaration import parse_server_declaration
-from hermes_plugin.contract.host import HostFacts
-from hermes_plugin.contract.package import load_plugin
-from hermes_plugin.errors import ContractError
-from tests.conftest import REPO_ROOT
+from hermes_blender.checks import validate
+from hermes_blender.contract import liveness
+from hermes_blender.contract.declaration import parse_server_declaration
+from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.package import load_plugin
+from hermes_blender.errors import ContractError
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 from .conftest import servers
 
@@ -25,7 +25,7 @@ LINUX = HostFacts(os="linux", env={"HOME": "/home/ana", "PATH": ""})
 
 
 def test_repository_plugin_validates_with_both_servers_declared() -> None:
-    package = validate(REPO_ROOT, LINUX)
+    package = validate(PLUGIN_ROOT, LINUX)
     assert package.name == "blender-bridge"
     assert set(package.servers) == {"blender", "blender_lab"} == set(package.mcp_servers)
     assert package.mcp_servers["blender"]["type"] == "streamable-http"
@@ -33,7 +33,7 @@ def test_repository_plugin_validates_with_both_servers_declared() -> None:
 
 
 def test_runtime_file_path_and_fields_are_one_contract_on_both_sides() -> None:
-    plugin = json.loads((REPO_ROOT / "plugin.json").read_text())
+    plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
     for name, declared in servers(plugin).items():
         spec = liveness.parse_liveness(declared["liveness"], "linux").spec
         assert spec is not None, name
@@ -55,7 +55,7 @@ def test_app_block_parses_into_one_block_per_os_with_defaults() -> None:
 
 
 def test_location_list_parses_each_kind_in_order() -> None:
-    declared = servers(json.loads((REPO_ROOT / "plugin.json").read_text()))["blender"]
+    declared = servers(json.loads((PLUGIN_ROOT / "plugin.json").read_text()))["blender"]
     declaration = parse_server_declaration("blender", declared)
     assert declaration.app is not None
     assert [(l.kind, l.value, l.file) for l in declaration.app["win32"].locations] == [
@@ -164,10 +164,10 @@ def test_breaking_any_single_rule_in_a_copy_fails_with_that_rule(plugin_copy, mu
 
 def test_validate_command_exits_non_zero_and_names_the_rule(plugin_copy) -> None:  # noqa: ANN001
     broken = plugin_copy(_set(f"{_S}/blender/requires/app", "true"))
-    run = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "validate", str(broken)], capture_output=True, text=True)
+    run = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "validate", str(broken)], capture_output=True, text=True)
     assert run.returncode == 2
     assert "requires.app must be a boolean" in run.stderr
-    ok = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "validate", "--json"], capture_output=True, text=True)
+    ok = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "validate", "--json"], capture_output=True, text=True)
     assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
 
 
@@ -178,7 +178,7 @@ def test_orphan_declaration_disables_the_whole_package(plugin_copy) -> None:  # 
 
 
 def test_older_hardened_hermes_incompatibilities_are_warnings_not_errors() -> None:
-    package = load_plugin(REPO_ROOT)
+    package = load_plugin(PLUGIN_ROOT)
     assert any("older hardened line refuses" in w and "app.win32.location is a list" in w for w in package.warnings)
     assert any("min_version with no version source under app.linux" in w for w in package.warnings)
 

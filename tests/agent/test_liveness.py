@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_plugin.contract.host import HostFacts
-from hermes_plugin.contract.liveness import RuntimeFileSpec, endpoint_url, read_live_endpoint
-from hermes_plugin.contract.redact import REDACTOR
-from hermes_plugin.errors import LiveEndpointUnavailable
+from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.liveness import RuntimeFileSpec, endpoint_url, read_live_endpoint
+from hermes_blender.contract.redact import REDACTOR
+from hermes_blender.errors import LiveEndpointUnavailable
 
 
 def _host(alive: bool = True) -> HostFacts:

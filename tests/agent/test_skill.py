@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from hermes_plugin.checks import validate
-from hermes_plugin.contract.host import HostFacts
-from hermes_plugin.contract.package import load_plugin
-from hermes_plugin.errors import ContractError
-from tests.conftest import REPO_ROOT
+from hermes_blender.checks import validate
+from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.package import load_plugin
+from hermes_blender.errors import ContractError
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 LINUX = HostFacts(os="linux", env={"HOME": "/home/ana", "PATH": ""})
 
 
 def test_the_repository_skill_is_accepted_and_covers_every_state() -> None:
-    [skill] = load_plugin(REPO_ROOT).skills
+    [skill] = load_plugin(PLUGIN_ROOT).skills
     assert skill.name == "blender" and 1 <= len(skill.description) <= 1024
     text = skill.path.read_text()
     for state in ("missing_app", "version_too_old", "app_not_running", "endpoint_unavailable",

@@ -9,20 +9,20 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.contract.declaration import parse_server_declaration
-from hermes_plugin.contract.gate import catalog_refusal, install_refusals
-from hermes_plugin.contract.host import HostFacts
-from hermes_plugin.contract.liveness import LiveEndpoint
-from hermes_plugin.contract.package import load_plugin
-from hermes_plugin.contract.status import compose, describe
-from hermes_plugin.errors import ToolCallFailed
-from tests.conftest import REPO_ROOT
+from hermes_blender.contract.declaration import parse_server_declaration
+from hermes_blender.contract.gate import catalog_refusal, install_refusals
+from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.liveness import LiveEndpoint
+from hermes_blender.contract.package import load_plugin
+from hermes_blender.contract.status import compose, describe
+from hermes_blender.errors import ToolCallFailed
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 TOKEN = "status-test-token-1234567890"
 
 
 def _declaration(liveness: dict[str, Any] | None = None) -> Any:
-    raw = json.loads((REPO_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
+    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
     if liveness is not None:
         raw = {**raw, "liveness": liveness}
     return parse_server_declaration("blender", raw)
@@ -139,7 +139,7 @@ def test_token_never_appears_in_any_status_output(tmp_path: Path) -> None:
 
 
 def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp_path: Path) -> None:
-    package = load_plugin(REPO_ROOT)
+    package = load_plugin(PLUGIN_ROOT)
     assert install_refusals(package, _linux_host(tmp_path)) == []
     missing = install_refusals(package, HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}))
     assert missing == [f"Plugin 'blender-bridge' server '{s}' is unavailable: missing_app." for s in ("blender", "blender_lab")]

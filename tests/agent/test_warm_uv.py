@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "warm_uv.py"
 TOOL = '''
@@ -84,7 +84,7 @@ def test_the_repository_mcp_json_warms_blender_lab_with_the_mcp_pin() -> None:
         import warm_uv
     finally:
         sys.path.pop(0)
-    command, env = warm_uv.load_command(REPO_ROOT / "mcp.json", "blender_lab")
+    command, env = warm_uv.load_command(PLUGIN_ROOT / "mcp.json", "blender_lab")
     warm = warm_uv.warm_command(command)
     assert warm[-2:] == ["blender-mcp", "--help"] and ["--with", "mcp<2"] == warm[3:5]
     assert env == {"BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": "9876"}

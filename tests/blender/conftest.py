@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.blender_host import ADDON_MODULE, enable_extension
-from hermes_plugin.headless import ADDON_SOURCE
+from hermes_blender.blender_host import ADDON_MODULE, enable_extension
+from hermes_blender.resources import ADDON_SOURCE
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from hermes_plugin.blender_host import ADDON_MODULE
+from hermes_blender.blender_host import ADDON_MODULE
 
 from .conftest import serve_while
 

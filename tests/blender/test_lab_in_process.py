@@ -14,8 +14,8 @@ from typing import Any
 
 import bpy
 
-from hermes_plugin.blender_host import ADDON_MODULE
-from hermes_plugin.lab import lab_execute
+from hermes_blender.blender_host import ADDON_MODULE
+from hermes_blender.lab import lab_execute
 
 from .conftest import serve_while
 

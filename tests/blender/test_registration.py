@@ -7,7 +7,7 @@ from types import ModuleType
 import addon_utils
 import bpy
 
-from hermes_plugin.blender_host import ADDON_MODULE
+from hermes_blender.blender_host import ADDON_MODULE
 
 
 def _registered() -> dict[str, bool]:

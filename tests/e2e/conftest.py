@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.headless import HeadlessBlender
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,9 @@ import time
 import zipfile
 from pathlib import Path
 
-from hermes_plugin.addon_package import build_addon
-from hermes_plugin.client import BridgeClient
-from hermes_plugin.contract.liveness import RuntimeFileSpec
+from hermes_blender.addon_package import build_addon
+from hermes_blender.client import BridgeClient
+from hermes_blender.contract.liveness import RuntimeFileSpec
 
 SERVE_INSTALLED = """
 import importlib, sys, bpy, addon_utils
@@ -36,7 +36,7 @@ def test_the_built_zip_passes_blenders_validator_and_holds_only_the_addon(tmp_pa
 
 def test_installed_into_a_fresh_user_folder_the_bridge_starts_from_it(tmp_path: Path) -> None:
     env = {**os.environ, "BLENDER_USER_RESOURCES": str(tmp_path / "user")}
-    install = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "install-addon"], capture_output=True,
+    install = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "install-addon"], capture_output=True,
                              text=True, env=env, timeout=300)
     assert install.returncode == 0, install.stderr
     assert "Start with Blender" in install.stderr

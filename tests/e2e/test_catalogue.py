@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.client import BridgeClient, ToolResult
-from hermes_plugin.contract.liveness import RuntimeFileSpec
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.client import BridgeClient, ToolResult
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.headless import HeadlessBlender
 
 OFFICIAL_NAMES = {
     "get_objects_summary", "get_object_detail_summary", "get_blendfile_summary_datablocks",

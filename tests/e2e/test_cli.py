@@ -7,9 +7,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.headless import HeadlessBlender
 
-CLI = [sys.executable, "-m", "hermes_plugin.cli"]
+CLI = [sys.executable, "-m", "hermes_blender.cli"]
 
 
 def test_demo_prints_the_factory_scene_and_cleans_up() -> None:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.client import BridgeClient
-from hermes_plugin.contract.liveness import RuntimeFileSpec
-from hermes_plugin.errors import ToolCallFailed
-from hermes_plugin.headless import HeadlessBlender
-from hermes_plugin.lab import lab_execute
+from hermes_blender.client import BridgeClient
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.errors import ToolCallFailed
+from hermes_blender.headless import HeadlessBlender
+from hermes_blender.lab import lab_execute
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 

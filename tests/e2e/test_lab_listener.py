@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_plugin.headless import HeadlessBlender
-from hermes_plugin.lab import lab_exchange, lab_execute
+from hermes_blender.headless import HeadlessBlender
+from hermes_blender.lab import lab_exchange, lab_execute
 
 SUMMARY_CODE = """
 import bpy

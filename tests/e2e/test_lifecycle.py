@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from hermes_plugin.client import BridgeClient
-from hermes_plugin.contract.liveness import RuntimeFileSpec
-from hermes_plugin.errors import HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.client import BridgeClient
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.errors import HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
+from hermes_blender.headless import HeadlessBlender
 
 
 class Decoy:

@@ -11,9 +11,9 @@ import sys
 import httpx
 import pytest
 
-from hermes_plugin.client import BridgeClient
-from hermes_plugin.contract.liveness import RuntimeFileSpec
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.client import BridgeClient
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.headless import HeadlessBlender
 
 
 def _client(blender: HeadlessBlender, mode: str) -> BridgeClient:

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 README = (REPO_ROOT / "README.md").read_text()
-CLI = [sys.executable, "-m", "hermes_plugin.cli"]
+CLI = [sys.executable, "-m", "hermes_blender.cli"]
 
 
 def test_the_readme_lists_the_commands_this_test_runs() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from hermes_plugin.headless import HeadlessBlender
+from hermes_blender.headless import HeadlessBlender
 from tests.conftest import REPO_ROOT
 
 
@@ -30,7 +30,7 @@ class Machine:
         return self.home / "AppData" / "Local" / "Blender" / "server.json"
 
     def status(self, *extra: str) -> tuple[int, Any, str]:
-        run = subprocess.run([sys.executable, "-m", "hermes_plugin.cli", "status", "--plugin-dir", str(self.plugin), *extra],
+        run = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "status", "--plugin-dir", str(self.plugin), *extra],
                              capture_output=True, text=True, env=self.env, timeout=120)
         payload = json.loads(run.stdout) if "--json" in extra else run.stdout
         return run.returncode, payload, run.stderr

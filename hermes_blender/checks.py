@@ -19,8 +19,9 @@ from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose
 from .errors import ContractError, ToolCallFailed
 from .lab import lab_execute
+from .resources import PLUGIN_ROOT
 
-PLUGIN_ROOT = Path(__file__).resolve().parent.parent
+
 APP_TITLE = "Blender"
 
 

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from .errors import BlenderBridgeError
-from .headless import ADDON_SOURCE
+from .resources import ADDON_SOURCE
 
 EXTENSION_ID = "hermes_bridge"
 ONE_PREFERENCE = (

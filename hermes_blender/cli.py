@@ -16,14 +16,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import __version__
 from .addon_package import ONE_PREFERENCE, build_addon, install_addon
-from .checks import PLUGIN_ROOT, render_status, render_validation, status_report, validate, validation_report
+from .checks import render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .headless import HeadlessBlender
+from .resources import PLUGIN_ROOT
 from .summary import format_objects_summary
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
@@ -46,6 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hermes-blender", description="Connect agents to a live Blender.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run a headless Blender with the bridge until Ctrl+C")
@@ -78,12 +81,12 @@ def _parser() -> argparse.ArgumentParser:
     install.set_defaults(handler=_install_addon)
 
     validate = commands.add_parser("validate", help="check plugin.json, mcp.json and skills as Hermes does")
-    validate.add_argument("plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: this repository)")
+    validate.add_argument("plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)")
     _json_option(validate)
     validate.set_defaults(handler=_validate)
 
     status = commands.add_parser("status", help="say which link from Hermes to Blender works and which is broken")
-    status.add_argument("--plugin-dir", type=Path, default=PLUGIN_ROOT, help="plugin root (default: this repository)")
+    status.add_argument("--plugin-dir", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)")
     status.add_argument("--server", help="check only this declared server")
     status.add_argument("--no-connect", action="store_true", help="local checks only, like Hermes's probe: no connection")
     _json_option(status)

@@ -18,8 +18,9 @@ from types import TracebackType
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .errors import HeadlessStartError, LiveEndpointUnavailable
+from .resources import ADDON_SOURCE
 
-ADDON_SOURCE = Path(__file__).resolve().parent.parent / "blender_addon"
+
 
 
 class HeadlessBlender:
@@ -60,7 +61,7 @@ class HeadlessBlender:
             raise HeadlessStartError(f"no such .blend file: {self._blend}")
         work = Path(self._workdir.name)
         command = [
-            sys.executable, "-m", "hermes_plugin.blender_host",
+            sys.executable, "-m", "hermes_blender.blender_host",
             "--addon-source", str(ADDON_SOURCE), "--repo-dir", str(work / "extensions"),
         ]
         if self._blend is not None:

@@ -62,4 +62,4 @@ class Redactor:
 
 
 REDACTOR = Redactor()
-"""The process-wide registry every output path of hermes_plugin goes through."""
+"""The process-wide registry every output path of hermes_blender goes through."""

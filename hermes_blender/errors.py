@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 class BlenderBridgeError(Exception):
-    """Base of every deliberate error in hermes_plugin; the message is meant for a person."""
+    """Base of every deliberate error in hermes_blender; the message is meant for a person."""
 
 
 class LiveEndpointUnavailable(BlenderBridgeError):

@@ -43,7 +43,7 @@ def _raise(exc: BaseException) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hermes_plugin.blender_host")
+    parser = argparse.ArgumentParser(prog="python -m hermes_blender.blender_host")
     parser.add_argument("--addon-source", type=Path, required=True)
     parser.add_argument("--repo-dir", type=Path, required=True)
     parser.add_argument("--blend", type=Path, default=None)

@@ -1,1 +1,0 @@
-"""Agent-side toolkit for blender-bridge."""
