@@ -16,7 +16,7 @@ from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness
 from .contract.locate import blender_cli_version
 from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
-from .contract.status import Check, Connect, ServerStatus, compose
+from .contract.status import Check, Connect, ServerStatus, compose, describe
 from .errors import ContractError, ToolCallFailed
 from .lab import lab_execute
 from .resources import PLUGIN_ROOT
@@ -96,7 +96,12 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
 
 
 def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
-    """Where no declared version source exists (Linux), ask the executable, as information only."""
+    """Where no declared version source exists (Linux), ask the executable.
+
+    Hermes cannot see this version, but an action that can never work on a too-old Blender
+    helps nobody: a version below the minimum fails the row and the state becomes
+    `version_too_old` ("Update Blender"), with a warning saying what Hermes itself will show.
+    """
     found = status.availability
     block = declaration.app_for(host.os)
     if found.path is None or found.version is not None or block is None or block.presence != "executable":
@@ -104,15 +109,22 @@ def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host
     version = blender_cli_version(found.path)
     if version is None:
         return status
+    minimum = declaration.requires.min_version
+    too_old = bool(minimum) and not version_at_least(version, minimum)
+    detail = f"{version}; needs {minimum} or newer" if minimum else version
     checks = tuple(
-        Check(c.name, c.ok, f"{version} (from --version; Hermes reads no version here)") if c.name == "version" else c
+        Check(c.name, False if too_old else c.ok, f"{detail} (from --version; Hermes reads no version here)")
+        if c.name == "version" else c
         for c in status.checks
     )
-    warnings = status.warnings
-    minimum = declaration.requires.min_version
-    if minimum and not version_at_least(version, minimum):
-        warnings += (f"{found.path} reports Blender {version}; the Hermes Bridge extension needs {minimum} or newer",)
-    return replace(status, checks=checks, warnings=warnings)
+    if not too_old:
+        return replace(status, checks=checks)
+    seen = replace(found, state="version_too_old", version=version)
+    reason, action, retry = describe("version_too_old", APP_TITLE, seen)
+    hermes_view = (f"Hermes reads no version on {host.os} and will report '{status.state}' instead; "
+                   f"the Hermes Bridge extension needs Blender {minimum} or newer")
+    return replace(status, state="version_too_old", reason=reason, user_action=action, retry=retry,
+                   availability=seen, checks=checks, warnings=(*status.warnings, hermes_view))
 
 
 def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[str]:
@@ -120,8 +132,8 @@ def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[s
     hermes_home = Path(host.expand(host.env.get("HERMES_HOME") or "~/.hermes"))
     warnings: list[str] = []
     for mcp_json in sorted(hermes_home.glob("plugins/*/mcp.json")):
-        if mcp_json.parent.resolve() == package.root.resolve():
-            continue
+        if mcp_json.parent.resolve() == package.root.resolve() or _plugin_name(mcp_json.parent) == package.name:
+            continue  # our own copy, installed or not
         try:
             names = set(json.loads(mcp_json.read_text(encoding="utf-8")).get("mcpServers", {}))
         except (OSError, ValueError, AttributeError):
@@ -132,6 +144,14 @@ def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[s
                 "Hermes keeps only the first one; enable only one of the two plugins"
             )
     return warnings
+
+
+def _plugin_name(root: Path) -> str | None:
+    try:
+        name = json.loads((root / "plugin.json").read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) else None
 
 
 def render_validation(report: dict[str, Any]) -> str:

@@ -1,8 +1,12 @@
 """The runtime file reader: the ONLY source of a live endpoint.
 
 Read fresh on every call, never cached, never replaced by a configured URL. Where Hermes's
-lines differ, the stricter rule wins: a boolean or out-of-range pid is malformed, IPv6
-brackets are kept, and the rebuilt URL is re-checked to still be loopback http on the port.
+lines differ, the stricter rule wins for what we DIAL: a boolean or out-of-range pid is never
+used, IPv6 brackets are kept, and the rebuilt URL is re-checked to still be loopback http on
+the port. The STATE a failure carries is the one the real Hermes (location-list line) reports
+for the same file, so `status` predicts what the user will see there: a missing, unreadable or
+malformed file, or one without an integer pid, is `app_not_running`; a boolean pid is read by
+Hermes as 0 or 1. The finer diagnosis stays in the message.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ FIELD_DEFAULTS = {"url": "http", "token": "token", "pid": "pid"}
 
 APP_NOT_RUNNING = "app_not_running"
 ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
+HERMES_NOT_CONNECTED = "hermes_not_connected"
 
 
 @dataclass(frozen=True)
@@ -107,8 +112,13 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
     path = host.expand_path(spec.path)
     record = _load(path)
     pid = record.get(spec.pid_key)
-    if isinstance(pid, bool) or not isinstance(pid, int) or not 1 <= pid <= MAX_PID:
-        raise LiveEndpointUnavailable(f"runtime file {path} has no valid pid (found {pid!r})", state=ENDPOINT_UNAVAILABLE)
+    if isinstance(pid, bool):
+        raise LiveEndpointUnavailable(
+            f"runtime file {path} has a boolean pid ({pid!r}); Blender never writes one, so it is not used",
+            state=_hermes_state_for_boolean_pid(pid, record.get(spec.url_key), host),
+        )
+    if not isinstance(pid, int) or not 1 <= pid <= MAX_PID:
+        raise LiveEndpointUnavailable(f"runtime file {path} has no valid pid (found {pid!r})", state=APP_NOT_RUNNING)
     if not host.pid_alive(pid):
         raise LiveEndpointUnavailable(
             f"runtime file {path} names pid {pid}, which is not running: Blender has exited", state=APP_NOT_RUNNING
@@ -119,6 +129,17 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
     if token:
         REDACTOR.register(token)  # before anything can build a header from it
     return LiveEndpoint(url=url, token=token, pid=pid, runtime_file=path)
+
+
+def _hermes_state_for_boolean_pid(pid: bool, url: object, host: HostFacts) -> str:
+    """This Hermes reads `true` as pid 1 (alive: init) and `false` as no pid, then goes on as usual."""
+    if not pid or not host.pid_alive(1):
+        return APP_NOT_RUNNING
+    try:
+        endpoint_url(url)
+    except LiveEndpointUnavailable:
+        return ENDPOINT_UNAVAILABLE
+    return HERMES_NOT_CONNECTED
 
 
 def endpoint_url(raw: object, endpoint_path: str = DEFAULT_ENDPOINT_PATH) -> str:
@@ -154,16 +175,16 @@ def _load(path: Path) -> dict[str, object]:
         text = path.read_bytes().decode("utf-8")
     except FileNotFoundError:
         raise LiveEndpointUnavailable(
-            f"no runtime file at {path}: Blender is not running with the bridge started", state=ENDPOINT_UNAVAILABLE
+            f"no runtime file at {path}: Blender is closed, or open with its bridge stopped", state=APP_NOT_RUNNING
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=ENDPOINT_UNAVAILABLE) from None
+        raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=APP_NOT_RUNNING) from None
     try:
         record = json.loads(text)
     except ValueError:
-        raise LiveEndpointUnavailable(f"runtime file {path} is not valid JSON", state=ENDPOINT_UNAVAILABLE) from None
+        raise LiveEndpointUnavailable(f"runtime file {path} is not valid JSON", state=APP_NOT_RUNNING) from None
     if not isinstance(record, dict):
-        raise LiveEndpointUnavailable(f"runtime file {path} is not a JSON object", state=ENDPOINT_UNAVAILABLE)
+        raise LiveEndpointUnavailable(f"runtime file {path} is not a JSON object", state=APP_NOT_RUNNING)
     return record
 
 

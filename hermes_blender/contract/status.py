@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from ..errors import BlenderBridgeError, ContractError, LiveEndpointUnavailable
 from .declaration import ServerDeclaration
@@ -131,7 +131,7 @@ def _runtime_file(
         endpoint = read_live_endpoint(liveness.spec, host)
     except LiveEndpointUnavailable as exc:
         checks.append(Check("runtime file", False, str(exc)))
-        return finish("app_not_running" if exc.state == "app_not_running" else "endpoint_unavailable")
+        return finish(cast(State, exc.state))
     checks.append(Check("runtime file", True, f"{endpoint.runtime_file} (pid {endpoint.pid} running)"))
     checks.append(Check("endpoint", True, endpoint.url))
     if connect is None:

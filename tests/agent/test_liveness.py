@@ -54,14 +54,23 @@ def test_dead_pid_is_app_not_running(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("record", [
     None, "not json", "[1, 2]", {"http": "http://127.0.0.1:1"},
-    {"http": "http://127.0.0.1:1", "pid": True}, {"http": "http://127.0.0.1:1", "pid": 0},
+    {"http": "http://127.0.0.1:1", "pid": False}, {"http": "http://127.0.0.1:1", "pid": 0},
     {"http": "http://127.0.0.1:1", "pid": 2**31}, {"http": "http://127.0.0.1:1", "pid": "42"},
 ])
-def test_missing_or_malformed_file_is_endpoint_unavailable(tmp_path: Path, record: object) -> None:
+def test_missing_or_malformed_file_is_app_not_running_as_in_hermes(tmp_path: Path, record: object) -> None:
     spec = RuntimeFileSpec(path=str(tmp_path / "absent.json")) if record is None else _write(tmp_path, record)
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(spec, _host())
-    assert caught.value.state == "endpoint_unavailable"
+    assert caught.value.state == "app_not_running"
+
+
+@pytest.mark.parametrize(("url", "state"), [
+    ("http://127.0.0.1:1", "hermes_not_connected"), ("http://10.0.0.1:1", "endpoint_unavailable"),
+])
+def test_boolean_pid_is_never_dialled_but_reports_what_hermes_reads_as_pid_1(tmp_path: Path, url: str, state: str) -> None:
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(_write(tmp_path, {"http": url, "token": "tok-valid-1", "pid": True}), _host())
+    assert caught.value.state == state and "boolean pid" in str(caught.value)
 
 
 @pytest.mark.parametrize("url", [

@@ -88,9 +88,10 @@ def test_hostile_endpoints_are_endpoint_unavailable_and_never_contacted(tmp_path
     assert status.user_action == "Open blender and enable its local connection, then try again."
 
 
-def test_missing_runtime_file_is_endpoint_unavailable(tmp_path: Path) -> None:
+def test_missing_runtime_file_is_app_not_running_as_in_hermes(tmp_path: Path) -> None:
     status = compose("blender", _declaration(), _linux_host(tmp_path), connect=_never)
-    assert status.state == "endpoint_unavailable" and "no runtime file" in status.checks[-1].detail
+    assert status.state == "app_not_running" and "no runtime file" in status.checks[-1].detail
+    assert status.user_action == "Start blender, then try again."
 
 
 def test_running_app_with_live_endpoint_and_no_connection_attempt_is_hermes_not_connected(tmp_path: Path) -> None:

@@ -44,4 +44,4 @@ def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> Non
     run = subprocess.run([*CLI, "call", "get_objects_summary", "--runtime-file", str(tmp_path / "none.json")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 3
-    assert "[endpoint_unavailable]" in run.stderr and "no runtime file" in run.stderr
+    assert "[app_not_running]" in run.stderr and "no runtime file" in run.stderr

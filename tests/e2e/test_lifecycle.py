@@ -70,7 +70,7 @@ def test_killed_blender_leaves_a_stale_file_that_reads_as_app_not_running(own_bl
 
 def test_missing_runtime_file_never_falls_back(tmp_path: Path) -> None:
     decoy = Decoy()  # stands for the static placeholder URL in mcp.json
-    _assert_unavailable_without_dialing(tmp_path / "server.json", decoy, "endpoint_unavailable")
+    _assert_unavailable_without_dialing(tmp_path / "server.json", decoy, "app_not_running")
 
 
 def test_a_stale_token_is_a_clear_401_message_without_the_token(own_blender: HeadlessBlender) -> None:

@@ -8,7 +8,7 @@ import os
 import stat
 import sys
 
-import httpx
+import httpx2
 import pytest
 
 from hermes_blender.client import BridgeClient
@@ -52,11 +52,11 @@ def test_legacy_era_negotiates_a_session_and_modern_era_does_not(blender: Headle
     assert asyncio.run(versions()) == ("2025-11-25", "2026-07-28")
 
 
-def _post(blender: HeadlessBlender, headers: dict[str, str]) -> httpx.Response:
+def _post(blender: HeadlessBlender, headers: dict[str, str]) -> httpx2.Response:
     assert blender.endpoint is not None
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
         "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
-    return httpx.post(blender.endpoint.url, json=body, headers=headers, timeout=10)
+    return httpx2.post(blender.endpoint.url, json=body, headers=headers, timeout=10)
 
 
 def test_no_token_or_wrong_token_is_401(blender: HeadlessBlender) -> None:

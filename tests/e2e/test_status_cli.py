@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from hermes_blender.headless import HeadlessBlender
-from tests.conftest import REPO_ROOT
+from tests.conftest import PLUGIN_ROOT
 
 
 @dataclass
@@ -52,7 +52,7 @@ def machine(tmp_path: Path) -> Machine:
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     for name in ("plugin.json", "mcp.json"):
-        (plugin / name).write_text((REPO_ROOT / name).read_text())
+        (plugin / name).write_text((PLUGIN_ROOT / name).read_text())
     env = {**os.environ, "HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HERMES_HOME": str(home / ".hermes")}
     return Machine(home, plugin, env)
 
@@ -73,7 +73,7 @@ def test_status_reports_ready_against_a_live_bridge(machine: Machine, running: H
     assert code == 0 and payload["ready"] is True
     assert _states(payload) == {"blender": "ready", "blender_lab": "ready"}
     checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
-    assert checks["version"]["detail"].startswith("5.1.2 (from --version")
+    assert checks["version"]["ok"] is True and checks["version"]["detail"].startswith("5.1.2; needs 5.1 or newer (from --version")
     assert checks["MCP round trip"]["ok"] is True and checks["runtime file"]["ok"] is True
     token = json.loads(machine.runtime_file.read_text())["token"]
     code, text, _ = machine.status()
@@ -109,6 +109,26 @@ def test_no_blender_on_path_is_missing_app(machine: Machine) -> None:
 def test_no_connect_stops_at_local_checks_like_hermes(machine: Machine, running: HeadlessBlender) -> None:
     code, payload, _ = machine.status("--json", "--no-connect")
     assert code == 3 and _states(payload) == {"blender": "hermes_not_connected", "blender_lab": "hermes_not_connected"}
+
+
+def test_a_too_old_blender_on_linux_fails_the_version_row_and_asks_for_an_update(machine: Machine) -> None:
+    (Path(machine.env["PATH"].split(os.pathsep)[0]) / "blender").write_text("#!/bin/sh\necho 'Blender 3.4.1'\n")
+    code, payload, _ = machine.status("--json", "--server", "blender", "--no-connect")
+    [server] = payload["servers"]
+    checks = {c["name"]: c for c in server["checks"]}
+    assert code == 3 and server["state"] == "version_too_old" and checks["version"]["ok"] is False
+    assert server["user_action"].startswith("Update Blender")
+    assert server["error"] == "Blender version 3.4.1 is too old; version 5.1 or newer is required. Update Blender, then try again."
+    assert any("will report 'app_not_running'" in warning for warning in server["warnings"])
+
+
+def test_our_own_installed_copy_is_not_a_duplicate(machine: Machine) -> None:
+    installed = machine.home / ".hermes" / "plugins" / "blender-bridge"
+    installed.mkdir(parents=True)
+    for name in ("plugin.json", "mcp.json"):
+        (installed / name).write_text((PLUGIN_ROOT / name).read_text())
+    _, payload, _ = machine.status("--json", "--no-connect")
+    assert payload["warnings"] == []
 
 
 def test_another_plugin_with_a_blender_server_is_a_warning(machine: Machine) -> None:
