@@ -25,6 +25,16 @@ def test_the_repository_skill_is_accepted_and_covers_every_state() -> None:
     assert "not a sandbox" in text and (skill.path.parent / "references" / "states.md").is_file()
 
 
+def test_the_skill_quotes_what_the_model_really_receives_and_names_the_real_reload_command() -> None:
+    """The messages are the ones tests/hermes/test_real_hermes.py receives from the real Hermes."""
+    text = (PLUGIN_ROOT / "skills" / "blender" / "SKILL.md").read_text()
+    for message in ("Unknown tool: mcp__blender__get_objects_summary", "MCP call failed: MCPError: Connection closed",
+                    "transport is down; reconnect requested"):
+        assert message in text, message
+    assert "`/reload-mcp`" in text and "mcp.reload" not in text
+    assert "requires_apps: [blender]" in text  # the real Hermes hides the skill where Blender is absent
+
+
 @pytest.mark.parametrize(("front_matter", "rule"), [
     ("name: Blender\ndescription: x", "name must match the directory"),
     ("name: blender-tools\ndescription: x", "name must match the directory"),

@@ -21,6 +21,7 @@ from hermes_blender.headless import HeadlessBlender
 from tests.conftest import PLUGIN_ROOT
 from tests.hermes.conftest import Decoy, HermesHost
 
+SUMMARY = "mcp__blender__get_objects_summary"
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX host layout and signals")
 
 
@@ -58,6 +59,7 @@ def test_real_hermes_reaches_blender_only_through_the_runtime_file(hermes: Herme
     transcript["no bridge: call"] = cold.ask("call get_objects_summary")
     assert transcript["no bridge: status"]["state"] == "app_not_running"
     assert transcript["no bridge: discover"]["tools"] == []
+    assert _error(transcript["no bridge: call"]) == f"Unknown tool: {SUMMARY}"  # quoted in the skill
 
     with HeadlessBlender(hermes.runtime_file) as blender:
         assert blender.endpoint is not None
@@ -75,7 +77,8 @@ def test_real_hermes_reaches_blender_only_through_the_runtime_file(hermes: Herme
     transcript["stopped: call"] = session.ask("call get_objects_summary")
     transcript["stopped: call again"] = session.ask("call get_objects_summary")
     transcript["stopped: status"] = session.ask("status")
-    assert "error" in json.loads(transcript["stopped: call"]["received"])
+    assert _error(transcript["stopped: call"]) == "MCP call failed: MCPError: Connection closed"  # quoted in the skill
+    assert "transport is down; reconnect requested" in _error(transcript["stopped: call again"])
     assert transcript["stopped: status"]["state"] == "app_not_running"
 
     with HeadlessBlender(hermes.runtime_file) as killed:
@@ -87,6 +90,10 @@ def test_real_hermes_reaches_blender_only_through_the_runtime_file(hermes: Herme
     print(json.dumps(transcript, indent=2))
     assert decoy.connections == 0, "Hermes dialled the mcp.json placeholder URL"
     assert token not in hermes.everything_hermes_wrote()
+
+
+def _error(answer: dict[str, Any]) -> str:
+    return json.loads(answer["received"])["error"]
 
 
 def _dead_pid() -> int:
