@@ -37,7 +37,10 @@ def extension_tool() -> Path:
     """Blender's `blender_ext.py` from the installed bpy wheel."""
     spec = importlib.util.find_spec("bpy")
     if spec is None or not spec.submodule_search_locations:
-        raise AddonPackageError("Blender-as-a-module (bpy) is not installed here; run with `uv run hermes-blender ...`")
+        raise AddonPackageError(
+            "Blender's extension builder ships inside bpy, which is not installed here: install "
+            "'hermes-blender[blender]' (Python 3.13), or run `uv run hermes-blender build-addon` in a checkout"
+        )
     root = Path(next(iter(spec.submodule_search_locations)))
     found = sorted(root.glob("*/scripts/addons_core/bl_pkg/cli/blender_ext.py"))
     if not found:

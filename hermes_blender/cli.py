@@ -224,8 +224,8 @@ def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[s
 def _require_bpy() -> None:
     if importlib.util.find_spec("bpy") is None:
         raise HeadlessStartError(
-            "Blender-as-a-module (bpy 5.1, Python 3.13) is not installed for this Python; "
-            "run from the repository with `uv run hermes-blender ...`"
+            "Blender-as-a-module (bpy 5.1, Python 3.13) is not installed for this Python: install "
+            "'hermes-blender[blender]', or run `uv run hermes-blender ...` in a checkout"
         )
 
 
