@@ -19,7 +19,8 @@ CLI = [sys.executable, "-m", "hermes_blender.cli"]
 def test_the_readme_lists_the_commands_this_test_runs() -> None:
     for command in ("uv run hermes-blender demo", "uv run pytest", "uv run hermes-blender build-addon --output dist",
                     "uv run hermes-blender install-addon --blender /path/to/blender", "python scripts/warm_uv.py",
-                    "uv run hermes-blender status", "uv run hermes-blender call get_objects_summary",
+                    "hermes-blender status", "hermes-blender call get_objects_summary", "/reload-mcp",
+                    "hermes plugins install blender-bridge/blender-bridge/hermes_plugin", "subdir: hermes_plugin",
                     "hermes plugins install", "blender --command extension install-file --repo user_default --enable"):
         assert command in README, command
 
