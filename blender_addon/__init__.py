@@ -14,7 +14,12 @@ _cli_handle: Any = None
 def _classes() -> tuple[type, ...]:
     from . import operators, prefs, ui
 
-    return (prefs.HermesBridgePreferences, operators.HERMES_BRIDGE_OT_start, operators.HERMES_BRIDGE_OT_stop, ui.HERMES_BRIDGE_PT_panel)
+    return (
+        prefs.HermesBridgePreferences,
+        operators.HERMES_BRIDGE_OT_start,
+        operators.HERMES_BRIDGE_OT_stop,
+        ui.HERMES_BRIDGE_PT_panel,
+    )
 
 
 def register() -> None:

@@ -27,11 +27,17 @@ def run(argv: list[str]) -> int:
         description="Serve this Blender to local agents over MCP (loopback only) until interrupted.",
     )
     parser.add_argument("--port", type=int, default=None, help="MCP port on 127.0.0.1 (default: preference, 0 = any)")
-    parser.add_argument("--lab-port", type=int, default=None, help="Blender Lab listener port (default: preference, 0 = any)")
+    parser.add_argument(
+        "--lab-port", type=int, default=None, help="Blender Lab listener port (default: preference, 0 = any)"
+    )
     parser.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
     parser.add_argument("--no-code-execution", action="store_true", help="refuse to run agent-written Python")
-    parser.add_argument("--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)")
-    parser.add_argument("--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)")
+    parser.add_argument(
+        "--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)"
+    )
+    parser.add_argument(
+        "--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)"
+    )
     args = parser.parse_args(argv)
 
     defaults = prefs.config()
@@ -52,7 +58,9 @@ def run(argv: list[str]) -> int:
     dispatcher = bridge.dispatcher
     restore = _on_signals(lambda: dispatcher.request_stop())
     if args.stop_on_stdin_eof:
-        threading.Thread(target=_wait_for_eof, args=(dispatcher.request_stop,), name="hermes-stdin", daemon=True).start()
+        threading.Thread(
+            target=_wait_for_eof, args=(dispatcher.request_stop,), name="hermes-stdin", daemon=True
+        ).start()
     print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
     if bridge.lab_address is not None:
         print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)

@@ -70,7 +70,7 @@ class Job:
             self._result = self._fn()
         except KeyboardInterrupt:
             raise
-        except BaseException as exc:  # noqa: BLE001 - SystemExit from user code must not kill Blender
+        except BaseException as exc:
             self._error = exc
         finally:
             self._state = _DONE
@@ -162,7 +162,7 @@ def gui_tick() -> float | None:
         return None
     try:
         ran = dispatcher.run_pending(GUI_BUDGET)
-    except Exception:  # noqa: BLE001 - keep the pump alive whatever happens
+    except Exception:
         traceback.print_exc(file=sys.stderr)
         ran = 1
     now = _clock()

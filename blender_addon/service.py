@@ -83,7 +83,10 @@ class Bridge:
         protocol = McpProtocol(self, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
         app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
         self._listener = TcpListener(
-            LOOPBACK_HOST, config.port, partial(serve_http_connection, app=app, limits=config.http_limits), name="hermes-mcp"
+            LOOPBACK_HOST,
+            config.port,
+            partial(serve_http_connection, app=app, limits=config.http_limits),
+            name="hermes-mcp",
         )
         self.url = f"http://{LOOPBACK_HOST}:{self.port}"
         self._lab: TcpListener | None = None
@@ -101,7 +104,9 @@ class Bridge:
 
     def _start_lab(self, port: int) -> None:
         """A busy or forbidden Lab port is reported, never fatal: the MCP endpoint still serves."""
-        settings = LabSettings(token=self._token if self._config.lab_require_token else None, mcp_endpoint=self.endpoint)
+        settings = LabSettings(
+            token=self._token if self._config.lab_require_token else None, mcp_endpoint=self.endpoint
+        )
         try:
             self._lab = TcpListener(
                 LOOPBACK_HOST, port, partial(serve_lab_connection, executor=self, settings=settings), name="hermes-lab"
@@ -227,7 +232,7 @@ def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome |
         data = tool.run(arguments)
     except ToolError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a tool that raises is an answer, not a crash
+    except Exception as exc:
         return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
     if gui and tool.mutating:
         with contextlib.suppress(RuntimeError):
@@ -240,8 +245,12 @@ def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome |
 def _present(tool: Tool, data: Any) -> ToolOutcome:
     """Tool data in MCP terms: an image as image content, anything else as JSON."""
     if isinstance(data, Image):
-        return ToolOutcome([{"type": "image", "data": data.base64(), "mimeType": "image/png"},
-                            {"type": "text", "text": dumps(data.details)}])
+        return ToolOutcome(
+            [
+                {"type": "image", "data": data.base64(), "mimeType": "image/png"},
+                {"type": "text", "text": dumps(data.details)},
+            ]
+        )
     try:
         return ToolOutcome.json(data)
     except (TypeError, ValueError) as exc:

@@ -63,8 +63,10 @@ def build_addon(output_dir: Path) -> Path:
     """Build and validate the zip; return its path."""
     tool = extension_tool()
     output_dir.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, str(tool), "build", "--source-dir", str(ADDON_SOURCE), "--output-dir", str(output_dir)],
-         "Blender's extension builder")
+    _run(
+        [sys.executable, str(tool), "build", "--source-dir", str(ADDON_SOURCE), "--output-dir", str(output_dir)],
+        "Blender's extension builder",
+    )
     built = sorted(output_dir.glob(f"{EXTENSION_ID}-*.zip"), key=lambda p: p.stat().st_mtime)
     if not built:
         raise AddonPackageError(f"the builder reported success but wrote no {EXTENSION_ID}-*.zip in {output_dir}")
@@ -79,8 +81,19 @@ def install_addon(blender: Path | None, package: Path | None = None) -> Path:
         if blender is not None:
             if not blender.is_file():
                 raise AddonPackageError(f"no Blender executable at {blender}")
-            _run([str(blender), "--command", "extension", "install-file", "--repo", "user_default", "--enable", str(zip_path)],
-                 f"{blender} (extension install-file)")
+            _run(
+                [
+                    str(blender),
+                    "--command",
+                    "extension",
+                    "install-file",
+                    "--repo",
+                    "user_default",
+                    "--enable",
+                    str(zip_path),
+                ],
+                f"{blender} (extension install-file)",
+            )
         else:
             _run([sys.executable, "-c", _INSTALL_WITH_BPY, str(zip_path)], "the bundled Blender (bpy)")
         return zip_path

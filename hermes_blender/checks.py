@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from functools import partial
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +19,6 @@ from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose, describe
 from .errors import ContractError, ToolCallFailed
 from .lab import lab_execute
-from .resources import PLUGIN_ROOT
-
 
 APP_TITLE = "Blender"
 
@@ -40,9 +38,12 @@ def validate(root: Path, host: HostFacts) -> PluginPackage:
 
 def validation_report(package: PluginPackage) -> dict[str, Any]:
     return {
-        "valid": True, "plugin": package.name, "version": package.version,
+        "valid": True,
+        "plugin": package.name,
+        "version": package.version,
         "servers": {name: server.get("type") for name, server in package.mcp_servers.items()},
-        "declared": sorted(package.servers), "skills": [skill.name for skill in package.skills],
+        "declared": sorted(package.servers),
+        "skills": [skill.name for skill in package.skills],
         "warnings": list(package.warnings),
     }
 
@@ -50,7 +51,8 @@ def validation_report(package: PluginPackage) -> dict[str, Any]:
 def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, only: str | None = None) -> dict[str, Any]:
     statuses = [
         _server_status(name, declaration, package, host, connect)
-        for name, declaration in package.servers.items() if only in (None, name)
+        for name, declaration in package.servers.items()
+        if only in (None, name)
     ]
     return {
         "plugin": package.name,
@@ -60,7 +62,9 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
     }
 
 
-def _server_status(name: str, declaration: ServerDeclaration, package: PluginPackage, host: HostFacts, connect: bool) -> ServerStatus:
+def _server_status(
+    name: str, declaration: ServerDeclaration, package: PluginPackage, host: HostFacts, connect: bool
+) -> ServerStatus:
     server = package.mcp_servers.get(name, {})
     probe: Connect | None = None
     if connect and server.get("type") == "streamable-http":
@@ -114,17 +118,28 @@ def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host
     detail = f"{version}; needs {minimum} or newer" if minimum else version
     checks = tuple(
         Check(c.name, False if too_old else c.ok, f"{detail} (from --version; Hermes reads no version here)")
-        if c.name == "version" else c
+        if c.name == "version"
+        else c
         for c in status.checks
     )
     if not too_old:
         return replace(status, checks=checks)
     seen = replace(found, state="version_too_old", version=version)
     reason, action, retry = describe("version_too_old", APP_TITLE, seen)
-    hermes_view = (f"Hermes reads no version on {host.os} and will report '{status.state}' instead; "
-                   f"the Hermes Bridge extension needs Blender {minimum} or newer")
-    return replace(status, state="version_too_old", reason=reason, user_action=action, retry=retry,
-                   availability=seen, checks=checks, warnings=(*status.warnings, hermes_view))
+    hermes_view = (
+        f"Hermes reads no version on {host.os} and will report '{status.state}' instead; "
+        f"the Hermes Bridge extension needs Blender {minimum} or newer"
+    )
+    return replace(
+        status,
+        state="version_too_old",
+        reason=reason,
+        user_action=action,
+        retry=retry,
+        availability=seen,
+        checks=checks,
+        warnings=(*status.warnings, hermes_view),
+    )
 
 
 def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[str]:
@@ -176,4 +191,3 @@ def render_status(report: dict[str, Any]) -> str:
     lines += [f"warning: {warning}" for warning in report["warnings"]]
     lines.append("ready" if report["ready"] else "not ready")
     return "\n".join(lines)
-

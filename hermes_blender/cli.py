@@ -81,14 +81,20 @@ def _parser() -> argparse.ArgumentParser:
     install.set_defaults(handler=_install_addon)
 
     validate = commands.add_parser("validate", help="check plugin.json, mcp.json and skills as Hermes does")
-    validate.add_argument("plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)")
+    validate.add_argument(
+        "plugin_dir", nargs="?", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)"
+    )
     _json_option(validate)
     validate.set_defaults(handler=_validate)
 
     status = commands.add_parser("status", help="say which link from Hermes to Blender works and which is broken")
-    status.add_argument("--plugin-dir", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)")
+    status.add_argument(
+        "--plugin-dir", type=Path, default=PLUGIN_ROOT, help="plugin root (default: the bundled plugin)"
+    )
     status.add_argument("--server", help="check only this declared server")
-    status.add_argument("--no-connect", action="store_true", help="local checks only, like Hermes's probe: no connection")
+    status.add_argument(
+        "--no-connect", action="store_true", help="local checks only, like Hermes's probe: no connection"
+    )
     _json_option(status)
     status.set_defaults(handler=_status)
     return parser
@@ -153,8 +159,11 @@ def _demo(args: argparse.Namespace) -> int:
     _require_bpy()
     with tempfile.TemporaryDirectory(prefix="hermes-demo-") as folder:
         runtime_file = Path(folder) / "server.json"
-        _progress("starting a headless Blender with the bridge (factory scene)..." if args.blend is None
-                  else f"starting a headless Blender with the bridge on {args.blend}...")
+        _progress(
+            "starting a headless Blender with the bridge (factory scene)..."
+            if args.blend is None
+            else f"starting a headless Blender with the bridge on {args.blend}..."
+        )
         with HeadlessBlender(runtime_file, blend=args.blend) as blender:
             endpoint = blender.endpoint
             assert endpoint is not None
@@ -163,7 +172,11 @@ def _demo(args: argparse.Namespace) -> int:
             result = asyncio.run(client.call_tool("get_objects_summary"))
         gone = not runtime_file.exists()
         _print_result(result, args.json, format_objects_summary)
-        _progress("Blender stopped; runtime file removed." if gone else "Blender stopped, but its runtime file is still there.")
+        _progress(
+            "Blender stopped; runtime file removed."
+            if gone
+            else "Blender stopped, but its runtime file is still there."
+        )
     if not gone:
         return EXIT_FAILURE
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK

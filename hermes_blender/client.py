@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 import httpx2
 from mcp import Client
-from mcp.shared.exceptions import MCPError
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
@@ -80,6 +80,7 @@ class BridgeClient:
                 if failure is None:
                     raise
                 raise failure from None
+
     async def list_tools(self) -> list[dict[str, Any]]:
         async with self.session() as client:
             result = await client.list_tools()

@@ -21,8 +21,6 @@ from .errors import HeadlessStartError, LiveEndpointUnavailable
 from .resources import ADDON_SOURCE
 
 
-
-
 class HeadlessBlender:
     """Context manager: `with HeadlessBlender(runtime_file) as blender: blender.endpoint`."""
 
@@ -61,8 +59,13 @@ class HeadlessBlender:
             raise HeadlessStartError(f"no such .blend file: {self._blend}")
         work = Path(self._workdir.name)
         command = [
-            sys.executable, "-m", "hermes_blender.blender_host",
-            "--addon-source", str(ADDON_SOURCE), "--repo-dir", str(work / "extensions"),
+            sys.executable,
+            "-m",
+            "hermes_blender.blender_host",
+            "--addon-source",
+            str(ADDON_SOURCE),
+            "--repo-dir",
+            str(work / "extensions"),
         ]
         if self._blend is not None:
             command += ["--blend", str(self._blend)]
@@ -97,7 +100,9 @@ class HeadlessBlender:
                 return endpoint
             time.sleep(0.02)
         self.stop()
-        raise HeadlessStartError(f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}")
+        raise HeadlessStartError(
+            f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}"
+        )
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """Close stdin (a clean stop that withdraws the runtime file); force only if that fails."""
@@ -134,5 +139,7 @@ class HeadlessBlender:
             raise
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()

@@ -30,7 +30,9 @@ def lab_exchange(port: int, payload: bytes, *, host: str = LAB_HOST, timeout: fl
     return bytes(reply.split(b"\0", 1)[0])
 
 
-def lab_execute(port: int, code: str, *, strict_json: bool = True, token: str | None = None, timeout: float = 30.0) -> dict[str, Any]:
+def lab_execute(
+    port: int, code: str, *, strict_json: bool = True, token: str | None = None, timeout: float = 30.0
+) -> dict[str, Any]:
     """Run code through the Lab listener as the official server does; the reply envelope."""
     request: dict[str, Any] = {"type": "execute", "code": code, "strict_json": strict_json}
     if token is not None:

@@ -34,8 +34,15 @@ def _children(collection: dict[str, Any], indent: str, active: str | None) -> li
 
 
 def _object_line(obj: dict[str, Any], active: str | None) -> str:
-    flags = [flag for flag, on in (("active", obj["name"] == active), ("selected", obj.get("selected")),
-                                   ("hidden", not obj.get("visible", True))) if on]
+    flags = [
+        flag
+        for flag, on in (
+            ("active", obj["name"] == active),
+            ("selected", obj.get("selected")),
+            ("hidden", not obj.get("visible", True)),
+        )
+        if on
+    ]
     parent = f", parent {obj['parent']}" if obj.get("parent") else ""
     suffix = f" [{', '.join(flags)}]" if flags else ""
     return f"{obj['name']} ({obj['type']}{parent}){suffix}"

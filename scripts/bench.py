@@ -32,8 +32,14 @@ from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 
 MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-SUMMARY = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                      "params": {"name": "get_objects_summary", "arguments": {}, "_meta": MODERN}}).encode()
+SUMMARY = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "get_objects_summary", "arguments": {}, "_meta": MODERN},
+    }
+).encode()
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -42,7 +48,9 @@ def percentiles(samples: list[float]) -> dict[str, float]:
     return {"p50": pick(0.50) * 1000, "p95": pick(0.95) * 1000, "p99": pick(0.99) * 1000, "n": len(ordered)}
 
 
-def paired(floor: Callable[[], object], path: Callable[[], object], n: int) -> tuple[dict[str, float], dict[str, float]]:
+def paired(
+    floor: Callable[[], object], path: Callable[[], object], n: int
+) -> tuple[dict[str, float], dict[str, float]]:
     """Alternate floor and path call by call, so both meet the same machine conditions."""
     for _ in range(20):
         floor()
@@ -68,6 +76,7 @@ def timed(fn: Callable[[], object], n: int, warmup: int = 20) -> dict[str, float
 
 
 # --- floors -----------------------------------------------------------------------------------
+
 
 class Floor:
     """Minimal loopback servers: the best any bridge could do on this machine."""
@@ -117,11 +126,15 @@ def http_echo(conn: socket.socket) -> None:
                 return
             buffer += chunk
         head, _, buffer = buffer.partition(b"\r\n\r\n")
-        length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+        length = next(
+            (int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0
+        )
         while len(buffer) < length:
             buffer += conn.recv(65536)
         body, buffer = buffer[:length], buffer[length:]
-        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        conn.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
 
 
 class KeepAlive:
@@ -143,6 +156,7 @@ class KeepAlive:
 
 
 # --- our paths ----------------------------------------------------------------------------------
+
 
 def official_client_calls(runtime_file: Path, mode: str, n: int) -> dict[str, float]:
     client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode=mode)  # type: ignore[arg-type]
@@ -168,7 +182,7 @@ def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> 
         for _ in range(calls):
             try:
                 link.post("/mcp", SUMMARY)
-            except Exception as exc:  # noqa: BLE001 - counted, not raised
+            except Exception as exc:
                 errors.append(str(exc))
 
     threads = [threading.Thread(target=worker) for _ in range(clients)]
@@ -178,7 +192,12 @@ def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> 
     for thread in threads:
         thread.join()
     elapsed = time.perf_counter() - started
-    return {"clients": clients, "calls": clients * calls, "per_second": clients * calls / elapsed, "errors": len(errors)}
+    return {
+        "clients": clients,
+        "calls": clients * calls,
+        "per_second": clients * calls / elapsed,
+        "errors": len(errors),
+    }
 
 
 def dispatch_hop(n: int) -> dict[str, float]:
@@ -222,15 +241,23 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
     link = KeepAlive(port, headers)
     results = []
     for size in sizes:
-        code = ("import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nc = bpy.data.collections.new('Big')\n"
-                "bpy.context.scene.collection.children.link(c)\n"
-                f"for i in range({size}):\n    c.objects.link(bpy.data.objects.new(f'obj_{{i:06d}}', None))\nresult = {{}}")
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "execute_blender_code", "arguments": {"code": code}, "_meta": MODERN}}
+        code = (
+            "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nc = bpy.data.collections.new('Big')\n"
+            "bpy.context.scene.collection.children.link(c)\n"
+            f"for i in range({size}):\n    c.objects.link(bpy.data.objects.new(f'obj_{{i:06d}}', None))\nresult = {{}}"
+        )
+        call = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "execute_blender_code", "arguments": {"code": code}, "_meta": MODERN},
+        }
         link.post("/mcp", json.dumps(call).encode())
         first = timed(lambda: link.post("/mcp", SUMMARY), 20, warmup=2)
         page_bytes = len(link.post("/mcp", SUMMARY))
-        everything = json.dumps({**json.loads(SUMMARY), "params": {**json.loads(SUMMARY)["params"], "arguments": {"limit": 5000}}}).encode()
+        everything = json.dumps(
+            {**json.loads(SUMMARY), "params": {**json.loads(SUMMARY)["params"], "arguments": {"limit": 5000}}}
+        ).encode()
         pages, offset, started = 0, 0, time.perf_counter()
         total_bytes = 0
         while offset is not None:
@@ -240,21 +267,39 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
             total_bytes += len(reply)
             offset = json.loads(reply)["result"]["structuredContent"]["next_offset"]
             pages += 1
-        results.append({"objects": size, "first_page": first, "first_page_bytes": page_bytes,
-                        "all_pages_ms": (time.perf_counter() - started) * 1000, "all_pages": pages, "all_bytes": total_bytes})
+        results.append(
+            {
+                "objects": size,
+                "first_page": first,
+                "first_page_bytes": page_bytes,
+                "all_pages_ms": (time.perf_counter() - started) * 1000,
+                "all_pages": pages,
+                "all_bytes": total_bytes,
+            }
+        )
     return results
 
 
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
-        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+        cpu = next(
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        )
     except (OSError, StopIteration):
         pass
     import importlib.metadata
 
-    return {"cpu": cpu, "cores": os.cpu_count(), "os": platform.platform(), "python": platform.python_version(),
-            "bpy": importlib.metadata.version("bpy"), "mcp": importlib.metadata.version("mcp")}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "bpy": importlib.metadata.version("bpy"),
+        "mcp": importlib.metadata.version("mcp"),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -290,13 +335,19 @@ def main(argv: list[str] | None = None) -> int:
             measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
             link = KeepAlive(port, headers)
             measure("MCP tools/call get_objects_summary, keep-alive HTTP", http, lambda: link.post("/mcp", SUMMARY))
-            latency["MCP get_objects_summary, official client, 2026-07-28"] = official_client_calls(runtime_file, "2026-07-28", n // 4)
-            latency["MCP get_objects_summary, official client, 2025-11-25 session"] = official_client_calls(runtime_file, "legacy", n // 4)
+            latency["MCP get_objects_summary, official client, 2026-07-28"] = official_client_calls(
+                runtime_file, "2026-07-28", n // 4
+            )
+            latency["MCP get_objects_summary, official client, 2025-11-25 session"] = official_client_calls(
+                runtime_file, "legacy", n // 4
+            )
             for name in list(latency)[-2:]:
                 latency[name]["ratio_p50"] = latency[name]["p50"] / latency[floors[http]]["p50"]
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
-            report["scenes"] = big_scenes(runtime_file, headers, port, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000])
+            report["scenes"] = big_scenes(
+                runtime_file, headers, port, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+            )
     tcp_floor.close()
     http_floor.close()
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
@@ -307,20 +358,33 @@ def main(argv: list[str] | None = None) -> int:
 
 def render(report: dict[str, Any]) -> str:
     m = report["machine"]
-    lines = [f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}, bpy {m['bpy']}, mcp {m['mcp']}", ""]
+    lines = [
+        f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}, bpy {m['bpy']}, mcp {m['mcp']}",
+        "",
+    ]
     lines.append(f"{'path':<64} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'x floor':>8}")
     for name, s in report["latency"].items():
         ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
         lines.append(f"{name:<64} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}")
     lines += ["", f"{'throughput (get_objects_summary, keep-alive HTTP)':<64} {'calls/s':>8} {'errors':>8}"]
     for t in report["throughput"]:
-        lines.append(f"{str(t['clients']) + ' client(s) x ' + str(t['calls'] // t['clients']) + ' calls':<64} {t['per_second']:>8.0f} {t['errors']:>8}")
+        lines.append(
+            f"{str(t['clients']) + ' client(s) x ' + str(t['calls'] // t['clients']) + ' calls':<64} {t['per_second']:>8.0f} {t['errors']:>8}"
+        )
     r = report["time_to_ready"]
-    lines += ["", f"time to ready (process start -> runtime file -> first answer): p50 {r['p50']:.0f} ms, max {r['p99']:.0f} ms (n={r['n']})", ""]
-    lines.append(f"{'get_objects_summary on a big scene':<36} {'page p50 ms':>12} {'page bytes':>11} {'all pages ms':>13} {'pages':>6} {'all bytes':>11}")
+    lines += [
+        "",
+        f"time to ready (process start -> runtime file -> first answer): p50 {r['p50']:.0f} ms, max {r['p99']:.0f} ms (n={r['n']})",
+        "",
+    ]
+    lines.append(
+        f"{'get_objects_summary on a big scene':<36} {'page p50 ms':>12} {'page bytes':>11} {'all pages ms':>13} {'pages':>6} {'all bytes':>11}"
+    )
     for s in report["scenes"]:
-        lines.append(f"{str(s['objects']) + ' objects':<36} {s['first_page']['p50']:>12.1f} {s['first_page_bytes']:>11} "
-                     f"{s['all_pages_ms']:>13.0f} {s['all_pages']:>6} {s['all_bytes']:>11}")
+        lines.append(
+            f"{str(s['objects']) + ' objects':<36} {s['first_page']['p50']:>12.1f} {s['first_page_bytes']:>11} "
+            f"{s['all_pages_ms']:>13.0f} {s['all_pages']:>6} {s['all_bytes']:>11}"
+        )
     return "\n".join(lines)
 
 

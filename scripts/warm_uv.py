@@ -26,12 +26,36 @@ DEFAULT_TIMEOUT = 900.0
 HEARTBEAT = 10.0
 # `uv tool run` options that take a separate value; the first other bare word is the command.
 _VALUE_OPTIONS = {
-    "--from", "--with", "-w", "--with-editable", "--with-requirements", "--python", "-p", "--index", "--index-url",
-    "-i", "--extra-index-url", "--default-index", "--find-links", "-f", "--constraints", "-c", "--overrides",
-    "--build-constraints", "-b", "--cache-dir", "--directory", "--project", "--config-file", "--env-file",
+    "--from",
+    "--with",
+    "-w",
+    "--with-editable",
+    "--with-requirements",
+    "--python",
+    "-p",
+    "--index",
+    "--index-url",
+    "-i",
+    "--extra-index-url",
+    "--default-index",
+    "--find-links",
+    "-f",
+    "--constraints",
+    "-c",
+    "--overrides",
+    "--build-constraints",
+    "-b",
+    "--cache-dir",
+    "--directory",
+    "--project",
+    "--config-file",
+    "--env-file",
 }
-_NETWORK = re.compile(r"could not resolve host|connection refused|network is unreachable|failed to connect|"
-                      r"dns error|timed out|name or service not known|temporary failure in name resolution", re.I)
+_NETWORK = re.compile(
+    r"could not resolve host|connection refused|network is unreachable|failed to connect|"
+    r"dns error|timed out|name or service not known|temporary failure in name resolution",
+    re.I,
+)
 _BUILD = re.compile(r"failed to build|failed to prepare|build backend|error: failed to download and build", re.I)
 
 
@@ -73,19 +97,30 @@ def warm_command(command: list[str]) -> list[str]:
 
 def check_tools(command: list[str]) -> None:
     if shutil.which("uv") is None:
-        raise WarmError("uv is not installed (or not on PATH): install it from https://docs.astral.sh/uv/ "
-                        "or with `pip install uv`, then run this again")
+        raise WarmError(
+            "uv is not installed (or not on PATH): install it from https://docs.astral.sh/uv/ "
+            "or with `pip install uv`, then run this again"
+        )
     if any("git+" in arg for arg in command) and shutil.which("git") is None:
-        raise WarmError("git is not installed (or not on PATH): the server is fetched from a git repository; "
-                        "install git, then run this again")
+        raise WarmError(
+            "git is not installed (or not on PATH): the server is fetched from a git repository; "
+            "install git, then run this again"
+        )
 
 
 def run(command: list[str], env: dict[str, str], timeout: float, out: callable = print) -> float:  # type: ignore[valid-type]
     """Run with live progress; return the elapsed seconds or raise WarmError with the reason."""
     started = time.monotonic()
     tail: deque[str] = deque(maxlen=40)
-    process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               env={**os.environ, **env}, text=True, errors="replace")
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **env},
+        text=True,
+        errors="replace",
+    )
     last_output = [time.monotonic()]
 
     def pump() -> None:
@@ -102,8 +137,10 @@ def run(command: list[str], env: dict[str, str], timeout: float, out: callable =
         if elapsed > timeout:
             process.kill()
             process.wait()
-            raise WarmError(f"not finished after {timeout:g} s; run this again (uv keeps what it already "
-                            "downloaded) or allow more time with --timeout")
+            raise WarmError(
+                f"not finished after {timeout:g} s; run this again (uv keeps what it already "
+                "downloaded) or allow more time with --timeout"
+            )
         if time.monotonic() - last_output[0] > HEARTBEAT:
             out(f"[{elapsed:6.1f}s] still working...")
             last_output[0] = time.monotonic()
@@ -119,10 +156,15 @@ def explain_failure(code: int, tail: list[str]) -> str:
     text = "\n".join(tail)
     last = "\n".join(f"    {line}" for line in tail[-12:])
     if "No module named 'mcp.server.fastmcp'" in text:
-        return ("the server needs the MCP SDK 1.x (`mcp.server.fastmcp` was removed in mcp 2); this repository's "
-                'mcp.json passes `--with "mcp<2"` to uv for exactly this: check that your mcp.json still has it\n' + last)
+        return (
+            "the server needs the MCP SDK 1.x (`mcp.server.fastmcp` was removed in mcp 2); this repository's "
+            'mcp.json passes `--with "mcp<2"` to uv for exactly this: check that your mcp.json still has it\n' + last
+        )
     if _NETWORK.search(text):
-        return "the network is unreachable from here (or the git host is down); check your connection, then run again\n" + last
+        return (
+            "the network is unreachable from here (or the git host is down); check your connection, then run again\n"
+            + last
+        )
     if _BUILD.search(text):
         return "the server failed to build; the last lines say why\n" + last
     return f"the server exited with code {code}\n" + last
@@ -130,9 +172,16 @@ def explain_failure(code: int, tail: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Prepare the uv environment of a stdio MCP server from mcp.json.")
-    parser.add_argument("--mcp-json", type=Path, default=ROOT / "hermes_plugin" / "mcp.json", help="the plugin's mcp.json (default: this repository's)")
+    parser.add_argument(
+        "--mcp-json",
+        type=Path,
+        default=ROOT / "hermes_plugin" / "mcp.json",
+        help="the plugin's mcp.json (default: this repository's)",
+    )
     parser.add_argument("--server", default="blender_lab", help="the stdio server to warm (default: blender_lab)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help=f"seconds before giving up (default {DEFAULT_TIMEOUT:g})")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT, help=f"seconds before giving up (default {DEFAULT_TIMEOUT:g})"
+    )
     args = parser.parse_args(argv)
     try:
         command, env = load_command(args.mcp_json, args.server)

@@ -17,8 +17,8 @@ def main(argv: list[str]) -> int:
     if "--version" in argv[: argv.index("--") if "--" in argv else len(argv)]:
         print(f"Blender {importlib.metadata.version('bpy')}\n\tbuild: bpy module (blender_launcher)")
         return 0
-    import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
     import addon_utils
+    import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
 
     sys.argv = [sys.argv[0], *argv]  # scripts see Blender's whole command line, as in Blender
     exit_code_on_error = 0
@@ -37,7 +37,7 @@ def main(argv: list[str]) -> int:
                 _run(arg, argv[index + 1])
             except SystemExit as exc:
                 return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except Exception:  # noqa: BLE001 - like Blender: print, then exit only if asked to
+            except Exception:
                 traceback.print_exc()
                 if exit_code_on_error:
                     return exit_code_on_error
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> int:
 
 def _run(flag: str, value: str) -> None:
     if flag == "--python-expr":
-        exec(compile(value, "<python-expr>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        exec(compile(value, "<python-expr>", "exec"), {"__name__": "__main__"})
     else:
         runpy.run_path(value, run_name="__main__")
 

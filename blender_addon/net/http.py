@@ -49,7 +49,9 @@ class Response:
     close: bool = False
 
     @classmethod
-    def text(cls, status: int, message: str, *, close: bool = False, headers: list[tuple[str, str]] | None = None) -> Response:
+    def text(
+        cls, status: int, message: str, *, close: bool = False, headers: list[tuple[str, str]] | None = None
+    ) -> Response:
         content_type = [("Content-Type", "text/plain; charset=utf-8")]
         return cls(status, message.encode() + b"\n", content_type + (headers or []), close)
 
@@ -180,5 +182,7 @@ def _content_length(headers: dict[str, str], limits: HttpLimits) -> int:
         raise _Reject(Response.text(400, "invalid Content-Length", close=True))
     length = int(raw)
     if length > limits.max_body_bytes:
-        raise _Reject(Response.text(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes", close=True))
+        raise _Reject(
+            Response.text(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes", close=True)
+        )
     return length

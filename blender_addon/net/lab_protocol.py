@@ -15,10 +15,21 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .auth import Token
 from ..jsontext import encode as encode_json
+from .auth import Token
 
-_HTTP_METHODS = (b"GET ", b"POST ", b"PUT ", b"HEAD ", b"DELETE ", b"OPTIONS ", b"PATCH ", b"PRI * ", b"CONNECT ", b"TRACE ")
+_HTTP_METHODS = (
+    b"GET ",
+    b"POST ",
+    b"PUT ",
+    b"HEAD ",
+    b"DELETE ",
+    b"OPTIONS ",
+    b"PATCH ",
+    b"PRI * ",
+    b"CONNECT ",
+    b"TRACE ",
+)
 _FOREIGN_JSON_GRACE = 0.5
 """Seconds a complete JSON object may wait for its NUL before we call it another protocol."""
 
@@ -77,16 +88,21 @@ def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: La
         return encode(error_envelope(f"Unknown request type: {kind!r}"))
     strict_json = request.get("strict_json")
     if not isinstance(strict_json, bool):
-        return encode(error_envelope("The `strict_json` field must be a boolean; this is a bug in the tool that sent the request"))
+        return encode(
+            error_envelope("The `strict_json` field must be a boolean; this is a bug in the tool that sent the request")
+        )
     code = request.get("code")
     if not isinstance(code, str):
         return encode(error_envelope("The `code` field must be a string"))
     if settings.token is not None:
         candidate = request.get("token")
         if not isinstance(candidate, str) or not settings.token.matches(candidate):
-            return encode(error_envelope(
-                "This Blender requires a token on the Blender Lab port (preference 'Require token'): send the "
-                "`token` from Blender's runtime file, or turn the preference off"))
+            return encode(
+                error_envelope(
+                    "This Blender requires a token on the Blender Lab port (preference 'Require token'): send the "
+                    "`token` from Blender's runtime file, or turn the preference off"
+                )
+            )
     envelope = executor.execute(code, strict_json, lambda: peer_connected(conn))
     return encode(envelope) if envelope is not None else b""
 
@@ -109,9 +125,14 @@ def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
             chunk = conn.recv(65536)
         except TimeoutError:
             if _complete_json(buffer):
-                raise _Answer(encode(error_envelope(
-                    "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
-                    "(the blender-mcp community add-on's protocol) is not spoken here; two bridges may share this port"))) from None
+                raise _Answer(
+                    encode(
+                        error_envelope(
+                            "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
+                            "(the blender-mcp community add-on's protocol) is not spoken here; two bridges may share this port"
+                        )
+                    )
+                ) from None
             continue
         if not chunk:
             if buffer.strip():

@@ -150,5 +150,3 @@ class McpProtocol:
                 result["cacheScope"] = "private"
                 result["ttlMs"] = 0
         return result
-
-

@@ -27,7 +27,6 @@ from .mcp import (
     UNSUPPORTED_PROTOCOL_VERSION,
     McpProtocol,
     RpcError,
-
 )
 from .sessions import SessionStore
 
@@ -97,7 +96,7 @@ class McpHttpApp:
             return Response.text(415, "unsupported media type: send Content-Type: application/json")
         try:
             return self._message(request)
-        except Exception as exc:  # noqa: BLE001 - one bad request must never stop the bridge
+        except Exception as exc:
             self._on_internal_error(exc)
             return _rpc_error(None, RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}"), 500)
 
@@ -159,10 +158,14 @@ class McpHttpApp:
                 )
             header_version = request.header(VERSION_HEADER)
             if header_version is not None and header_version != version:
-                raise RpcError(HEADER_MISMATCH, f"{VERSION_HEADER} header {header_version!r} differs from _meta {version!r}")
+                raise RpcError(
+                    HEADER_MISMATCH, f"{VERSION_HEADER} header {header_version!r} differs from _meta {version!r}"
+                )
             header_method = request.header(METHOD_HEADER)
             if header_method is not None and header_method != method:
-                raise RpcError(HEADER_MISMATCH, f"{METHOD_HEADER} header {header_method!r} differs from method {method!r}")
+                raise RpcError(
+                    HEADER_MISMATCH, f"{METHOD_HEADER} header {header_method!r} differs from method {method!r}"
+                )
             result = self._protocol.dispatch(method, params, modern=True)
         except RpcError as error:
             return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200))
@@ -175,10 +178,14 @@ class McpHttpApp:
             return _rpc_error(request_id, error, 400)
         session_id = request.header(SESSION_HEADER)
         if not session_id:
-            error = RpcError(INVALID_REQUEST, f"missing {SESSION_HEADER}: send initialize first, or use _meta (2026-07-28)")
+            error = RpcError(
+                INVALID_REQUEST, f"missing {SESSION_HEADER}: send initialize first, or use _meta (2026-07-28)"
+            )
             return _rpc_error(request_id, error, 400)
         if self._sessions.touch(session_id) is None:
-            return _rpc_error(request_id, RpcError(INVALID_REQUEST, "session expired or unknown; initialize again"), 404)
+            return _rpc_error(
+                request_id, RpcError(INVALID_REQUEST, "session expired or unknown; initialize again"), 404
+            )
         try:
             result = self._protocol.dispatch(method, params, modern=False)
         except RpcError as error:
@@ -186,7 +193,9 @@ class McpHttpApp:
         return _rpc_result(request_id, result)
 
 
-def _rpc_result(request_id: str | int, result: dict[str, Any], headers: list[tuple[str, str]] | None = None) -> Response:
+def _rpc_result(
+    request_id: str | int, result: dict[str, Any], headers: list[tuple[str, str]] | None = None
+) -> Response:
     return _json(200, {"jsonrpc": "2.0", "id": request_id, "result": result}, headers)
 
 

@@ -14,7 +14,14 @@ from .screen import SCREEN_TOOLS
 
 CATALOGUE: dict[str, Tool] = {
     tool.name: tool
-    for tool in (GET_OBJECTS_SUMMARY, GET_OBJECT_DETAIL_SUMMARY, *BLENDFILE_TOOLS, EXECUTE_BLENDER_CODE, *SCREEN_TOOLS, *RENDER_TOOLS)
+    for tool in (
+        GET_OBJECTS_SUMMARY,
+        GET_OBJECT_DETAIL_SUMMARY,
+        *BLENDFILE_TOOLS,
+        EXECUTE_BLENDER_CODE,
+        *SCREEN_TOOLS,
+        *RENDER_TOOLS,
+    )
 }
 
 __all__ = ["CATALOGUE", "Image", "Tool"]

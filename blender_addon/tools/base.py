@@ -15,6 +15,7 @@ def arguments(**properties: dict[str, Any]) -> dict[str, Any]:
     required = [name for name, schema in properties.items() if "default" not in schema]
     return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
+
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 

@@ -12,12 +12,45 @@ import bpy
 from .base import NO_ARGUMENTS, Tool, arguments
 
 DEFAULT_LIMIT = 500
-LIMIT_SCHEMA = arguments(limit={"type": "integer", "minimum": 1, "maximum": 5000, "default": DEFAULT_LIMIT,
-                                "description": "At most this many list entries."})
+LIMIT_SCHEMA = arguments(
+    limit={
+        "type": "integer",
+        "minimum": 1,
+        "maximum": 5000,
+        "default": DEFAULT_LIMIT,
+        "description": "At most this many list entries.",
+    }
+)
 COUNTED = (
-    "objects", "meshes", "curves", "materials", "textures", "images", "node_groups", "collections", "cameras", "lights",
-    "actions", "armatures", "grease_pencils", "scenes", "worlds", "libraries", "fonts", "sounds", "movieclips", "volumes",
-    "workspaces", "texts", "particles", "brushes", "lattices", "metaballs", "speakers", "lightprobes", "cache_files",
+    "objects",
+    "meshes",
+    "curves",
+    "materials",
+    "textures",
+    "images",
+    "node_groups",
+    "collections",
+    "cameras",
+    "lights",
+    "actions",
+    "armatures",
+    "grease_pencils",
+    "scenes",
+    "worlds",
+    "libraries",
+    "fonts",
+    "sounds",
+    "movieclips",
+    "volumes",
+    "workspaces",
+    "texts",
+    "particles",
+    "brushes",
+    "lattices",
+    "metaballs",
+    "speakers",
+    "lightprobes",
+    "cache_files",
 )
 _FILE_BACKED = ("images", "libraries", "sounds", "movieclips", "fonts", "volumes", "cache_files")
 
@@ -46,7 +79,11 @@ def missing_files(arguments: dict[str, Any]) -> dict[str, Any]:
     for kind in _FILE_BACKED:
         for block in getattr(bpy.data, kind, ()):
             path = getattr(block, "filepath", "")
-            if not path or getattr(block, "packed_file", None) is not None or getattr(block, "source", "FILE") in ("GENERATED", "VIEWER"):
+            if (
+                not path
+                or getattr(block, "packed_file", None) is not None
+                or getattr(block, "source", "FILE") in ("GENERATED", "VIEWER")
+            ):
                 continue
             checked += 1
             absolute = bpy.path.abspath(path, library=block.library)
@@ -60,14 +97,22 @@ def linked_libraries(arguments: dict[str, Any]) -> dict[str, Any]:
 
     def entry(library: Any) -> dict[str, Any]:
         absolute = bpy.path.abspath(library.filepath)
-        return {"name": library.name, "filepath": library.filepath, "exists": os.path.exists(absolute),
-                "parent": library.parent.name if library.parent is not None else None}
+        return {
+            "name": library.name,
+            "filepath": library.filepath,
+            "exists": os.path.exists(absolute),
+            "parent": library.parent.name if library.parent is not None else None,
+        }
 
     libraries = list(bpy.data.libraries)
     direct = [entry(lib) for lib in libraries if lib.parent is None]
     indirect = [entry(lib) for lib in libraries if lib.parent is not None]
-    return {"status": "ok", "direct_libraries": direct[:limit], "indirect_libraries": indirect[:limit],
-            "total_library_count": len(libraries)}
+    return {
+        "status": "ok",
+        "direct_libraries": direct[:limit],
+        "indirect_libraries": indirect[:limit],
+        "total_library_count": len(libraries),
+    }
 
 
 def path_info(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -96,12 +141,23 @@ def usage_guess(arguments: dict[str, Any]) -> dict[str, Any]:
     strips = len(sequencer.strips_all) if sequencer is not None and hasattr(sequencer, "strips_all") else 0
     signals = {
         "modeling": (len(meshes), 3),
-        "animation": (len(data.actions) + sum(1 for o in data.objects if o.animation_data and o.animation_data.action), 2),
+        "animation": (
+            len(data.actions) + sum(1 for o in data.objects if o.animation_data and o.animation_data.action),
+            2,
+        ),
         "rigging": (len(data.armatures), 1),
         "geometry_nodes": (geometry_nodes, 1),
         "grease_pencil": (len(data.grease_pencils) if hasattr(data, "grease_pencils") else 0, 1),
         "video_editing": (strips, 2),
-        "simulation": (sum(1 for o in data.objects for m in o.modifiers if m.type in ("FLUID", "CLOTH", "SOFT_BODY", "DYNAMIC_PAINT", "PARTICLE_SYSTEM")), 1),
+        "simulation": (
+            sum(
+                1
+                for o in data.objects
+                for m in o.modifiers
+                if m.type in ("FLUID", "CLOTH", "SOFT_BODY", "DYNAMIC_PAINT", "PARTICLE_SYSTEM")
+            ),
+            1,
+        ),
         "rendering": (len(data.materials) + len(data.lights) + (1 if scene.camera else 0), 4),
     }
     guesses = {}
@@ -113,22 +169,49 @@ def usage_guess(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def _tool(name: str, title: str, description: str, run: Any, *, limit: bool = True) -> Tool:
-    return Tool(name=name, title=title, description=description, run=run, input_schema=dict(LIMIT_SCHEMA if limit else NO_ARGUMENTS))
+    return Tool(
+        name=name,
+        title=title,
+        description=description,
+        run=run,
+        input_schema=dict(LIMIT_SCHEMA if limit else NO_ARGUMENTS),
+    )
 
 
 BLENDFILE_TOOLS = (
-    _tool("get_blendfile_summary_datablocks", "Datablocks in the file",
-          "How many of each datablock the open .blend holds (objects, meshes, materials, images, node groups, ...), "
-          "the render engine, the scene and the workspaces.", datablocks),
-    _tool("get_blendfile_summary_missing_files", "Missing external files",
-          "External files the open .blend refers to (images, libraries, sounds, movie clips, fonts, volumes, caches) "
-          "that are not on disk; packed and generated data are skipped.", missing_files),
-    _tool("get_blendfile_summary_of_linked_libraries", "Linked libraries",
-          "Libraries the open .blend links from, direct and indirect, and whether each file exists.", linked_libraries),
-    _tool("get_blendfile_summary_path_info", "Where the file lives",
-          "The open .blend's path, whether it is saved and has unsaved changes, its age and size, and its backups.",
-          path_info, limit=False),
-    _tool("get_blendfile_summary_usage_guess", "What the file is for",
-          "Guesses what the open .blend is used for (modeling, animation, rigging, geometry nodes, grease pencil, video "
-          "editing, simulation, rendering), each with a score, a certainty and the evidence count.", usage_guess, limit=False),
+    _tool(
+        "get_blendfile_summary_datablocks",
+        "Datablocks in the file",
+        "How many of each datablock the open .blend holds (objects, meshes, materials, images, node groups, ...), "
+        "the render engine, the scene and the workspaces.",
+        datablocks,
+    ),
+    _tool(
+        "get_blendfile_summary_missing_files",
+        "Missing external files",
+        "External files the open .blend refers to (images, libraries, sounds, movie clips, fonts, volumes, caches) "
+        "that are not on disk; packed and generated data are skipped.",
+        missing_files,
+    ),
+    _tool(
+        "get_blendfile_summary_of_linked_libraries",
+        "Linked libraries",
+        "Libraries the open .blend links from, direct and indirect, and whether each file exists.",
+        linked_libraries,
+    ),
+    _tool(
+        "get_blendfile_summary_path_info",
+        "Where the file lives",
+        "The open .blend's path, whether it is saved and has unsaved changes, its age and size, and its backups.",
+        path_info,
+        limit=False,
+    ),
+    _tool(
+        "get_blendfile_summary_usage_guess",
+        "What the file is for",
+        "Guesses what the open .blend is used for (modeling, animation, rigging, geometry nodes, grease pencil, video "
+        "editing, simulation, rendering), each with a score, a certainty and the evidence count.",
+        usage_guess,
+        limit=False,
+    ),
 )

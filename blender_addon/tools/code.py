@@ -9,8 +9,14 @@ from ..errors import ToolError
 from .base import MUTATING, Tool, arguments
 from .python_exec import Deferred, Envelope, execute
 
-CODE_SCHEMA = arguments(code={"type": "string", "minLength": 1, "maxLength": 1_000_000,
-                               "description": "Python to run in Blender; assign a dict to `result` to return data."})
+CODE_SCHEMA = arguments(
+    code={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 1_000_000,
+        "description": "Python to run in Blender; assign a dict to `result` to return data.",
+    }
+)
 
 
 def run_code(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:

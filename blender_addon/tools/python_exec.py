@@ -20,9 +20,14 @@ import bpy
 
 from ..jsontext import RawJson, dumps
 
-BLOCKED_OPERATORS = frozenset({
-    ("wm", "quit_blender"), ("wm", "read_factory_settings"), ("wm", "read_factory_userpref"), ("wm", "read_userpref"),
-})
+BLOCKED_OPERATORS = frozenset(
+    {
+        ("wm", "quit_blender"),
+        ("wm", "read_factory_settings"),
+        ("wm", "read_factory_userpref"),
+        ("wm", "read_userpref"),
+    }
+)
 FILENAME = "<blender-bridge>"
 
 Envelope = dict[str, Any]
@@ -44,10 +49,10 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
     captured = _Capture()
     with captured, blocked_operators():
         try:
-            exec(compile(code, FILENAME, "exec"), namespace)  # noqa: S102 - executing code is this tool's purpose
+            exec(compile(code, FILENAME, "exec"), namespace)
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
-        except Exception as exc:  # noqa: BLE001 - the traceback is the answer
+        except Exception as exc:
             return captured.envelope(error=_traceback(exc))
     check = namespace.get("check_is_finished")
     if callable(check):
@@ -61,7 +66,7 @@ def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture) -> En
             value = check()
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             return captured.envelope(error=_traceback(exc))
     return None if value is None else _finish(value, strict_json, captured)
 
@@ -70,7 +75,11 @@ def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
     if not isinstance(result, dict):
         return captured.envelope(error=f"The `result` variable must be a dict, not {type(result).__name__}")
     try:
-        text = dumps(result) if strict_json else json.dumps(result, default=repr, separators=(",", ":"), ensure_ascii=False)
+        text = (
+            dumps(result)
+            if strict_json
+            else json.dumps(result, default=repr, separators=(",", ":"), ensure_ascii=False)
+        )
     except (TypeError, ValueError) as exc:
         return captured.envelope(error=f"The `result` value is not JSON-serializable: {exc}")
     return captured.envelope(result=RawJson(text))
@@ -102,7 +111,9 @@ class _Capture:
         self._stack.close()
 
     def envelope(self, *, result: RawJson | None = None, error: str | None = None) -> Envelope:
-        envelope: Envelope = {"status": "ok", "result": result} if error is None else {"status": "error", "message": error}
+        envelope: Envelope = (
+            {"status": "ok", "result": result} if error is None else {"status": "error", "message": error}
+        )
         for key, buffer in (("stdout", self.out), ("stderr", self.err)):
             if text := buffer.getvalue():
                 envelope[key] = text
@@ -129,15 +140,15 @@ class _Tee(io.TextIOBase):
 def blocked_operators() -> Iterator[None]:
     """Refuse the operators that quit Blender or reset it to factory state, for this call only."""
     ops = sys.modules["bpy.ops"]
-    original = ops._op_create_function  # noqa: SLF001 - the one hook bpy.ops looks up per access
+    original = ops._op_create_function
 
     def guarded(module: str, name: str) -> Any:
         if (module, name) in BLOCKED_OPERATORS:
             raise RuntimeError(f"bpy.ops.{module}.{name} is not allowed in LLM-generated code")
         return original(module, name)
 
-    ops._op_create_function = guarded  # noqa: SLF001
+    ops._op_create_function = guarded
     try:
         yield
     finally:
-        ops._op_create_function = original  # noqa: SLF001
+        ops._op_create_function = original

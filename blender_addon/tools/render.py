@@ -15,8 +15,14 @@ from .python_exec import Deferred
 
 THUMBNAIL_SIDE = 256
 THUMBNAIL_SAMPLES = 16
-PATH_SCHEMA = arguments(output_path={"type": "string", "minLength": 1, "maxLength": 4096,
-                                      "description": "Absolute path of the PNG to write (its folder must exist)."})
+PATH_SCHEMA = arguments(
+    output_path={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 4096,
+        "description": "Absolute path of the PNG to write (its folder must exist).",
+    }
+)
 
 
 def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -51,7 +57,9 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     render = scene.render
     scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
     changes: dict[str, Any] = {
-        "render.filepath": str(path), "render.image_settings.file_format": "PNG", "render.resolution_percentage": 100,
+        "render.filepath": str(path),
+        "render.image_settings.file_format": "PNG",
+        "render.resolution_percentage": 100,
         "render.resolution_x": max(1, round(render.resolution_x * scale)),
         "render.resolution_y": max(1, round(render.resolution_y * scale)),
     }
@@ -94,9 +102,14 @@ def _result(scene: Any, path: Path, started: float) -> dict[str, Any]:
         raise ToolError(f"Blender finished rendering but wrote no file at {path}.", state="tool_failed")
     render = scene.render
     percent = render.resolution_percentage / 100
-    return {"status": "ok", "filepath": str(path), "width": round(render.resolution_x * percent),
-            "height": round(render.resolution_y * percent), "engine": render.engine,
-            "seconds": round(time.monotonic() - started, 3)}
+    return {
+        "status": "ok",
+        "filepath": str(path),
+        "width": round(render.resolution_x * percent),
+        "height": round(render.resolution_y * percent),
+        "engine": render.engine,
+        "seconds": round(time.monotonic() - started, 3),
+    }
 
 
 def _apply(scene: Any, changes: dict[str, Any]) -> dict[str, Any]:
@@ -124,11 +137,21 @@ def _owner(scene: Any, dotted: str) -> tuple[Any, str]:
 
 
 RENDER_TOOLS = (
-    Tool("render_viewport_to_path", "Render the viewport",
-         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
-         render_viewport, input_schema=PATH_SCHEMA, annotations=dict(MUTATING)),
-    Tool("render_thumbnail_to_path", "Render a thumbnail",
-         f"Render the scene with its own engine at {THUMBNAIL_SIDE} px on the longest side to a PNG at output_path; "
-         "render settings are restored afterwards. The interface stays responsive while it renders.",
-         render_thumbnail, input_schema=PATH_SCHEMA, annotations=dict(MUTATING)),
+    Tool(
+        "render_viewport_to_path",
+        "Render the viewport",
+        "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
+        render_viewport,
+        input_schema=PATH_SCHEMA,
+        annotations=dict(MUTATING),
+    ),
+    Tool(
+        "render_thumbnail_to_path",
+        "Render a thumbnail",
+        f"Render the scene with its own engine at {THUMBNAIL_SIDE} px on the longest side to a PNG at output_path; "
+        "render settings are restored afterwards. The interface stays responsive while it renders.",
+        render_thumbnail,
+        input_schema=PATH_SCHEMA,
+        annotations=dict(MUTATING),
+    ),
 )

@@ -12,8 +12,19 @@ from .base import Tool, arguments
 DEFAULT_PAGE = 1000
 MAX_PAGE = 5000
 PAGING_SCHEMA = arguments(
-    offset={"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many object entries (depth-first order)."},
-    limit={"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": DEFAULT_PAGE, "description": "At most this many object entries."},
+    offset={
+        "type": "integer",
+        "minimum": 0,
+        "default": 0,
+        "description": "Skip this many object entries (depth-first order).",
+    },
+    limit={
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_PAGE,
+        "default": DEFAULT_PAGE,
+        "description": "At most this many object entries.",
+    },
 )
 
 _OBJECT_SCHEMA: dict[str, Any] = {
@@ -54,14 +65,29 @@ OBJECTS_SUMMARY_SCHEMA: dict[str, Any] = {
         "object_mode": {"type": "string"},
         "camera_object": {"type": ["string", "null"]},
         "collections": {"type": "array", "items": {"$ref": "#/$defs/collection"}},
-        "total_objects": {"type": "integer", "description": "Object entries in the whole tree (an object linked twice counts twice)."},
+        "total_objects": {
+            "type": "integer",
+            "description": "Object entries in the whole tree (an object linked twice counts twice).",
+        },
         "offset": {"type": "integer"},
         "limit": {"type": "integer"},
-        "next_offset": {"type": ["integer", "null"], "description": "Pass as offset for the next page; null on the last page."},
+        "next_offset": {
+            "type": ["integer", "null"],
+            "description": "Pass as offset for the next page; null on the last page.",
+        },
     },
     "required": [
-        "status", "scene_name", "active_workspace", "active_object", "object_mode", "camera_object", "collections",
-        "total_objects", "offset", "limit", "next_offset",
+        "status",
+        "scene_name",
+        "active_workspace",
+        "active_object",
+        "object_mode",
+        "camera_object",
+        "collections",
+        "total_objects",
+        "offset",
+        "limit",
+        "next_offset",
     ],
 }
 
@@ -114,7 +140,9 @@ def _layer_collection(layer_collection: Any, view_layer: Any, page: _Page) -> di
         "exclude": layer_collection.exclude,
         "hide_viewport": layer_collection.hide_viewport,
         "objects": [_object(obj, view_layer) for obj in page.take(collection.objects)],
-        "children": [_layer_collection(child, view_layer, page) for child in sorted(layer_collection.children, key=_name)],
+        "children": [
+            _layer_collection(child, view_layer, page) for child in sorted(layer_collection.children, key=_name)
+        ],
     }
 
 
@@ -154,7 +182,13 @@ GET_OBJECTS_SUMMARY = Tool(
 
 DETAIL_SCHEMA = arguments(
     name={"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
-    limit={"type": "integer", "minimum": 1, "maximum": MAX_PAGE, "default": 200, "description": "At most this many children listed."},
+    limit={
+        "type": "integer",
+        "minimum": 1,
+        "maximum": MAX_PAGE,
+        "default": 200,
+        "description": "At most this many children listed.",
+    },
 )
 
 
@@ -174,14 +208,20 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
         "type": obj.type,
         "data_name": obj.data.name if obj.data is not None else None,
         "location": list(obj.location),
-        "rotation": {"mode": obj.rotation_mode, "euler": list(obj.rotation_euler), "quaternion": list(obj.rotation_quaternion)},
+        "rotation": {
+            "mode": obj.rotation_mode,
+            "euler": list(obj.rotation_euler),
+            "quaternion": list(obj.rotation_quaternion),
+        },
         "scale": list(obj.scale),
         "dimensions": list(obj.dimensions),
         "parent": obj.parent.name if obj.parent is not None else None,
         "children": [child.name for child in children[:limit]],
         "children_total": len(children),
-        "modifiers": [{"name": m.name, "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
-                      for m in obj.modifiers],
+        "modifiers": [
+            {"name": m.name, "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
+            for m in obj.modifiers
+        ],
         "constraints": [{"name": c.name, "type": c.type, "enabled": c.enabled} for c in obj.constraints],
         "materials": [slot.material.name if slot.material is not None else None for slot in obj.material_slots],
         "visibility": {

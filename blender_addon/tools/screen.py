@@ -12,10 +12,28 @@ from ..errors import ToolError
 from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments
 
 SPACE_TYPES = (
-    "VIEW_3D", "IMAGE_EDITOR", "NODE_EDITOR", "SEQUENCE_EDITOR", "CLIP_EDITOR", "DOPESHEET_EDITOR", "GRAPH_EDITOR",
-    "NLA_EDITOR", "TEXT_EDITOR", "CONSOLE", "INFO", "OUTLINER", "PROPERTIES", "FILE_BROWSER", "SPREADSHEET",
+    "VIEW_3D",
+    "IMAGE_EDITOR",
+    "NODE_EDITOR",
+    "SEQUENCE_EDITOR",
+    "CLIP_EDITOR",
+    "DOPESHEET_EDITOR",
+    "GRAPH_EDITOR",
+    "NLA_EDITOR",
+    "TEXT_EDITOR",
+    "CONSOLE",
+    "INFO",
+    "OUTLINER",
+    "PROPERTIES",
+    "FILE_BROWSER",
+    "SPREADSHEET",
 )
-_SIZE = {"type": "integer", "minimum": 0, "maximum": 50_000_000, "description": "Shrink the PNG below this many bytes (0: no limit)."}
+_SIZE = {
+    "type": "integer",
+    "minimum": 0,
+    "maximum": 50_000_000,
+    "description": "Shrink the PNG below this many bytes (0: no limit).",
+}
 _SMALLEST_SIDE = 64
 
 
@@ -24,7 +42,9 @@ def require_window() -> Any:
     if bpy.app.background:
         raise ToolError(
             "This tool needs Blender's interface, and this Blender runs in the background (no window). "
-            "Use it with an interactive Blender.", state="no_interactive_session")
+            "Use it with an interactive Blender.",
+            state="no_interactive_session",
+        )
     window = bpy.context.window or next(iter(bpy.context.window_manager.windows), None)
     if window is None:
         raise ToolError("Blender has no open window right now.", state="no_interactive_session")
@@ -33,7 +53,9 @@ def require_window() -> Any:
 
 def screenshot_window(arguments: dict[str, Any]) -> Image:
     window = require_window()
-    return _screenshot("screenshot", {"window": window, "screen": window.screen}, arguments.get("size_limit_in_bytes", 0))
+    return _screenshot(
+        "screenshot", {"window": window, "screen": window.screen}, arguments.get("size_limit_in_bytes", 0)
+    )
 
 
 def screenshot_area(arguments: dict[str, Any]) -> Image:
@@ -60,7 +82,9 @@ def _screenshot(operator: str, override: dict[str, Any], size_limit: int) -> Ima
             while size_limit and len(png) > size_limit:
                 width, height = width // 2, height // 2
                 if min(width, height) < _SMALLEST_SIDE:
-                    raise ToolError(f"The screenshot cannot be made smaller than {size_limit} bytes.", state="too_large")
+                    raise ToolError(
+                        f"The screenshot cannot be made smaller than {size_limit} bytes.", state="too_large"
+                    )
                 image.scale(width, height)
                 image.filepath_raw = str(path)
                 image.file_format = "PNG"
@@ -82,8 +106,10 @@ def window_as_json(arguments: dict[str, Any]) -> dict[str, Any]:
         "screen_name": window.screen.name,
         "workspace": window.workspace.name,
         "scene": window.scene.name,
-        "areas": [{"type": a.type, "ui_type": a.ui_type, "x": a.x, "y": a.y, "width": a.width, "height": a.height}
-                  for a in window.screen.areas],
+        "areas": [
+            {"type": a.type, "ui_type": a.ui_type, "x": a.x, "y": a.y, "width": a.width, "height": a.height}
+            for a in window.screen.areas
+        ],
         "active_object": active.name if active is not None else None,
         "selected_objects": sorted(o.name for o in view_layer.objects if o.select_get(view_layer=view_layer)),
     }
@@ -93,8 +119,11 @@ def jump_to_tab(arguments: dict[str, Any]) -> dict[str, Any]:
     window = require_window()
     workspace = bpy.data.workspaces.get(arguments["name"])
     if workspace is None:
-        raise ToolError(f"No workspace named {arguments['name']!r}.", state="not_found",
-                        available_workspaces=sorted(ws.name for ws in bpy.data.workspaces))
+        raise ToolError(
+            f"No workspace named {arguments['name']!r}.",
+            state="not_found",
+            available_workspaces=sorted(ws.name for ws in bpy.data.workspaces),
+        )
     window.workspace = workspace
     return {"status": "ok", "workspace": workspace.name}
 
@@ -108,8 +137,11 @@ def jump_to_space(arguments: dict[str, Any]) -> dict[str, Any]:
             return {"status": "ok", "workspace": workspace.name, "space_type": space_type, "created": False}
     if not arguments.get("allow_edits", False):
         present = sorted({area.type for ws in bpy.data.workspaces for screen in ws.screens for area in screen.areas})
-        raise ToolError(f"No workspace shows a {space_type} area; pass allow_edits to turn the largest area into one.",
-                        state="not_found", available_space_types=present)
+        raise ToolError(
+            f"No workspace shows a {space_type} area; pass allow_edits to turn the largest area into one.",
+            state="not_found",
+            available_space_types=present,
+        )
     largest = max(window.screen.areas, key=lambda area: area.width * area.height)
     largest.type = space_type
     return {"status": "ok", "workspace": window.workspace.name, "space_type": space_type, "created": True}
@@ -155,24 +187,60 @@ _NAME = {"type": "string", "minLength": 1, "maxLength": 1024}
 _EDITS = {"type": "boolean", "default": False, "description": "Also change selection, mode or layout to get there."}
 
 SCREEN_TOOLS = (
-    Tool("get_screenshot_of_window_as_image", "Screenshot of the window",
-         "A PNG of Blender's whole window (interactive Blender only).", screenshot_window,
-         input_schema=arguments(size_limit_in_bytes={**_SIZE, "default": 0})),
-    Tool("get_screenshot_of_area_as_image", "Screenshot of one area",
-         "A PNG of one area of the current screen, chosen by its ui_type (e.g. VIEW_3D, ShaderNodeTree).", screenshot_area,
-         input_schema=arguments(area_ui_type={"type": "string", "minLength": 1, "maxLength": 64},
-                            size_limit_in_bytes={**_SIZE, "default": 0})),
-    Tool("get_screenshot_of_window_as_json", "The window's layout",
-         "The window's size, screen, workspace, scene, areas and selection, as JSON (interactive Blender only).",
-         window_as_json, input_schema=dict(NO_ARGUMENTS)),
-    Tool("jump_to_tab_by_name", "Switch workspace", "Switch to the workspace (tab) with this name.", jump_to_tab,
-         input_schema=arguments(name=_NAME), annotations=dict(MUTATING)),
-    Tool("jump_to_tab_by_space_type", "Show an editor", "Switch to a workspace showing this editor type.", jump_to_space,
-         input_schema=arguments(space_type={"type": "string", "enum": list(SPACE_TYPES)}, allow_edits=_EDITS),
-         annotations=dict(MUTATING)),
-    Tool("jump_to_view3d_object_by_name", "Look at an object", "Center the 3D Viewport on an object.", jump_to_object,
-         input_schema=arguments(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
-    Tool("jump_to_view3d_object_data_by_name", "Look at object data",
-         "Center the 3D Viewport on the object using this data (mesh, curve, ...); with allow_edits, enter Edit Mode.",
-         jump_to_object_data, input_schema=arguments(name=_NAME, allow_edits=_EDITS), annotations=dict(MUTATING)),
+    Tool(
+        "get_screenshot_of_window_as_image",
+        "Screenshot of the window",
+        "A PNG of Blender's whole window (interactive Blender only).",
+        screenshot_window,
+        input_schema=arguments(size_limit_in_bytes={**_SIZE, "default": 0}),
+    ),
+    Tool(
+        "get_screenshot_of_area_as_image",
+        "Screenshot of one area",
+        "A PNG of one area of the current screen, chosen by its ui_type (e.g. VIEW_3D, ShaderNodeTree).",
+        screenshot_area,
+        input_schema=arguments(
+            area_ui_type={"type": "string", "minLength": 1, "maxLength": 64},
+            size_limit_in_bytes={**_SIZE, "default": 0},
+        ),
+    ),
+    Tool(
+        "get_screenshot_of_window_as_json",
+        "The window's layout",
+        "The window's size, screen, workspace, scene, areas and selection, as JSON (interactive Blender only).",
+        window_as_json,
+        input_schema=dict(NO_ARGUMENTS),
+    ),
+    Tool(
+        "jump_to_tab_by_name",
+        "Switch workspace",
+        "Switch to the workspace (tab) with this name.",
+        jump_to_tab,
+        input_schema=arguments(name=_NAME),
+        annotations=dict(MUTATING),
+    ),
+    Tool(
+        "jump_to_tab_by_space_type",
+        "Show an editor",
+        "Switch to a workspace showing this editor type.",
+        jump_to_space,
+        input_schema=arguments(space_type={"type": "string", "enum": list(SPACE_TYPES)}, allow_edits=_EDITS),
+        annotations=dict(MUTATING),
+    ),
+    Tool(
+        "jump_to_view3d_object_by_name",
+        "Look at an object",
+        "Center the 3D Viewport on an object.",
+        jump_to_object,
+        input_schema=arguments(name=_NAME, allow_edits=_EDITS),
+        annotations=dict(MUTATING),
+    ),
+    Tool(
+        "jump_to_view3d_object_data_by_name",
+        "Look at object data",
+        "Center the 3D Viewport on the object using this data (mesh, curve, ...); with allow_edits, enter Edit Mode.",
+        jump_to_object_data,
+        input_schema=arguments(name=_NAME, allow_edits=_EDITS),
+        annotations=dict(MUTATING),
+    ),
 )

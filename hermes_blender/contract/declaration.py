@@ -17,7 +17,12 @@ from ..errors import ContractError
 OsKey = Literal["win32", "darwin", "linux"]
 OS_KEYS: tuple[OsKey, ...] = ("win32", "darwin", "linux")
 PRESENCES = ("executable", "bundle")
-VERSION_KINDS: dict[str, OsKey | None] = {"pe_resource": "win32", "uninstall_registry": "win32", "plist": "darwin", "none": None}
+VERSION_KINDS: dict[str, OsKey | None] = {
+    "pe_resource": "win32",
+    "uninstall_registry": "win32",
+    "plist": "darwin",
+    "none": None,
+}
 # location kind -> (only valid under this OS, the key naming what to find, the presence it yields)
 LOCATION_KINDS: dict[str, tuple[OsKey | None, str, str]] = {
     "command": (None, "name", "executable"),
@@ -160,7 +165,9 @@ def _requires(raw: Any, app: dict[OsKey, AppBlock] | None) -> Requires:
             raise ValueError("requires.min_version needs requires.app: true")
         assert app is not None
         # A Linux block has no version source, so it is gated on presence only, unless it is the only block.
-        unversioned = [osf for osf in sorted(app) if app[osf].version_kind == "none" and (osf != "linux" or len(app) == 1)]
+        unversioned = [
+            osf for osf in sorted(app) if app[osf].version_kind == "none" and (osf != "linux" or len(app) == 1)
+        ]
         if unversioned:
             raise ValueError(f"requires.min_version needs a version source under app.{unversioned[0]} (kind is none)")
     return Requires(app=needs_app, min_version=min_version)
@@ -172,7 +179,9 @@ def _location(osf: str, presence: str, label: str, raw: Any) -> AppLocation:
         if not path:
             raise ValueError(f"{label} is required")
         if not location_is_rooted(path, osf) or "**" in path:
-            raise ValueError(f"{label} must be absolute or start with ~ / %VAR% / $VAR, without '..', '**' or a URL scheme")
+            raise ValueError(
+                f"{label} must be absolute or start with ~ / %VAR% / $VAR, without '..', '**' or a URL scheme"
+            )
         return AppLocation(kind="path", value=path)
     if not isinstance(raw, dict) or raw.get("kind") not in LOCATION_KINDS:
         raise ValueError(f"{label} must be a path or a mapping with kind one of {sorted(LOCATION_KINDS)}")

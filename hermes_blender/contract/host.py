@@ -94,7 +94,9 @@ def _windows_uninstall_entries() -> Sequence[RegistryEntry]:
                 except OSError:
                     continue
                 if values["DisplayName"]:
-                    entries.append(RegistryEntry(values["DisplayName"], values["DisplayVersion"], values["InstallLocation"]))
+                    entries.append(
+                        RegistryEntry(values["DisplayName"], values["DisplayVersion"], values["InstallLocation"])
+                    )
     return entries
 
 

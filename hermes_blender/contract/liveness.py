@@ -81,7 +81,9 @@ def parse_liveness(raw: object, host_os: str) -> LivenessDeclaration:
     if not isinstance(path, str) or not path.strip():
         raise ContractError("server_json liveness requires a non-empty path")
     if not location_is_rooted(path.strip(), host_os):
-        raise ContractError(f"server_json liveness path {path!r} is not rooted for {host_os} (absolute, ~, %VAR% or $VAR)")
+        raise ContractError(
+            f"server_json liveness path {path!r} is not rooted for {host_os} (absolute, ~, %VAR% or $VAR)"
+        )
     fields = raw.get("fields", {})
     if not isinstance(fields, dict):
         raise ContractError("server_json liveness fields must be an object")

@@ -113,7 +113,9 @@ def _natural(text: str) -> list[object]:
 def blender_cli_version(path: Path, timeout: float = 20.0) -> str | None:
     """`blender --version` as information where no declared version source exists (Linux)."""
     try:
-        run = subprocess.run([str(path), "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        run = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     match = _BLENDER_VERSION.search(run.stdout)

@@ -24,7 +24,18 @@ from .liveness import FIELD_DEFAULTS
 PLUGIN_SCHEMA = "https://agent-plugins.org/schemas/1.0.0/plugin.schema.json"
 MCP_SCHEMA = "https://agent-plugins.org/schemas/1.0.0/mcp.schema.json"
 HERMES_EXTENSION = "com.nousresearch.hermes"
-_PLUGIN_FIELDS = {"$schema", "name", "version", "description", "author", "homepage", "repository", "license", "keywords", "extensions"}
+_PLUGIN_FIELDS = {
+    "$schema",
+    "name",
+    "version",
+    "description",
+    "author",
+    "homepage",
+    "repository",
+    "license",
+    "keywords",
+    "extensions",
+}
 _AUTHOR_FIELDS = {"name", "email", "url"}
 _STDIO_FIELDS = {"type", "command", "args", "env", "cwd"}
 _REMOTE_FIELDS = {"type", "url", "headers"}
@@ -71,8 +82,14 @@ def load_plugin(root: Path) -> PluginPackage:
         servers[name] = parse_server_declaration(name, raw)
     skills = _skills(root, diagnostics)
     return PluginPackage(
-        name=manifest["name"], version=str(manifest.get("version", "")), root=root, mcp_servers=mcp_servers,
-        servers=servers, skills=skills, diagnostics=tuple(diagnostics), warnings=tuple(_hardened_line_warnings(raw_servers)),
+        name=manifest["name"],
+        version=str(manifest.get("version", "")),
+        root=root,
+        mcp_servers=mcp_servers,
+        servers=servers,
+        skills=skills,
+        diagnostics=tuple(diagnostics),
+        warnings=tuple(_hardened_line_warnings(raw_servers)),
     )
 
 
@@ -204,9 +221,15 @@ def _remote(server: dict[str, Any]) -> dict[str, Any]:
             raise ValueError("non-loopback url must use https")
     headers = server.get("headers")
     if headers is not None:
-        names = [n for n in headers if isinstance(n, str) and _HEADER_NAME.fullmatch(n)] if isinstance(headers, dict) else []
-        if not isinstance(headers, dict) or len(names) != len(headers) or any(
-            not isinstance(v, str) or "\r" in v or "\n" in v for v in headers.values()
+        names = (
+            [n for n in headers if isinstance(n, str) and _HEADER_NAME.fullmatch(n)]
+            if isinstance(headers, dict)
+            else []
+        )
+        if (
+            not isinstance(headers, dict)
+            or len(names) != len(headers)
+            or any(not isinstance(v, str) or "\r" in v or "\n" in v for v in headers.values())
         ):
             raise ValueError("invalid headers")
     return dict(server)
@@ -265,10 +288,14 @@ def _skill_error(front: Mapping[str, Any], folder: str) -> str | None:
         return "description must be a non-empty string of at most 1024 characters"
     if "license" in front and not isinstance(front["license"], str):
         return "license must be a string"
-    if "compatibility" in front and (not isinstance(front["compatibility"], str) or not 1 <= len(front["compatibility"]) <= 500):
+    if "compatibility" in front and (
+        not isinstance(front["compatibility"], str) or not 1 <= len(front["compatibility"]) <= 500
+    ):
         return "compatibility must be a string of 1 to 500 characters"
     metadata = front.get("metadata", {})
-    if not isinstance(metadata, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+    if not isinstance(metadata, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()
+    ):
         return "metadata must map string keys to string values"
     if "allowed-tools" in front and not isinstance(front["allowed-tools"], str):
         return "allowed-tools must be a string"
@@ -280,14 +307,23 @@ def _hardened_line_warnings(raw_servers: Mapping[str, Any]) -> list[str]:
     warnings: list[str] = []
     for name, raw in raw_servers.items():
         app = raw.get("app") or {}
-        problems = [f"app.{osf}.location is a list" for osf, block in app.items() if isinstance(block.get("location"), list)]
+        problems = [
+            f"app.{osf}.location is a list" for osf, block in app.items() if isinstance(block.get("location"), list)
+        ]
         if (raw.get("requires") or {}).get("min_version"):
-            problems += [f"min_version with no version source under app.{osf}" for osf, block in app.items()
-                         if (block.get("version") or {}).get("kind", "none") == "none"]
+            problems += [
+                f"min_version with no version source under app.{osf}"
+                for osf, block in app.items()
+                if (block.get("version") or {}).get("kind", "none") == "none"
+            ]
         if problems:
-            warnings.append(f"server '{name}' needs a Hermes release that reads location lists; the older hardened "
-                            f"line refuses: {'; '.join(problems)}")
+            warnings.append(
+                f"server '{name}' needs a Hermes release that reads location lists; the older hardened "
+                f"line refuses: {'; '.join(problems)}"
+            )
         fields = (raw.get("liveness") or {}).get("fields")
         if isinstance(fields, dict) and set(fields) != set(FIELD_DEFAULTS):
-            warnings.append(f"server '{name}' liveness.fields should name all of url, token and pid (some Hermes builds require all three)")
+            warnings.append(
+                f"server '{name}' liveness.fields should name all of url, token and pid (some Hermes builds require all three)"
+            )
     return warnings

@@ -19,8 +19,13 @@ from .locate import locate_app, where_searched
 from .requirements import Availability, availability
 
 State = Literal[
-    "ready", "missing_app", "version_too_old", "no_interactive_session",
-    "app_not_running", "endpoint_unavailable", "hermes_not_connected",
+    "ready",
+    "missing_app",
+    "version_too_old",
+    "no_interactive_session",
+    "app_not_running",
+    "endpoint_unavailable",
+    "hermes_not_connected",
 ]
 Retry = Literal["after_user_action", "never_here", "none"]
 Connect = Callable[[LiveEndpoint], None]
@@ -56,11 +61,18 @@ class ServerStatus:
 
     def payload(self) -> dict[str, Any]:
         """The structured unavailable-tool answer, in Hermes's shape (plus `checks`)."""
-        app = {"name": self.server, "version": self.availability.version,
-               "path": str(self.availability.path) if self.availability.path else None}
+        app = {
+            "name": self.server,
+            "version": self.availability.version,
+            "path": str(self.availability.path) if self.availability.path else None,
+        }
         return {
-            "server": self.server, "state": self.state, "error": None if self.ready else self.sentence,
-            "app": app, "user_action": self.user_action or None, "retry": self.retry,
+            "server": self.server,
+            "state": self.state,
+            "error": None if self.ready else self.sentence,
+            "app": app,
+            "user_action": self.user_action or None,
+            "retry": self.retry,
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "warnings": list(self.warnings),
         }
@@ -77,18 +89,33 @@ def describe(state: State, name: str, found: Availability | None = None) -> tupl
         minimum = f"; version {found.min_version} or newer is required" if found and found.min_version else ""
         return f"{name}{version} is too old{minimum}.", f"Update {name}, then try again.", "after_user_action"
     if state == "no_interactive_session":
-        return (f"{name} needs an interactive desktop session.",
-                f"Open an interactive desktop session and start {name}, then try again.", "never_here")
+        return (
+            f"{name} needs an interactive desktop session.",
+            f"Open an interactive desktop session and start {name}, then try again.",
+            "never_here",
+        )
     if state == "endpoint_unavailable":
-        return (f"{name}'s local endpoint is unavailable.",
-                f"Open {name} and enable its local connection, then try again.", "after_user_action")
+        return (
+            f"{name}'s local endpoint is unavailable.",
+            f"Open {name} and enable its local connection, then try again.",
+            "after_user_action",
+        )
     if state == "hermes_not_connected":
-        return f"{name}'s MCP connection is missing.", f"Reconnect {name} in Hermes, then try again.", "after_user_action"
+        return (
+            f"{name}'s MCP connection is missing.",
+            f"Reconnect {name} in Hermes, then try again.",
+            "after_user_action",
+        )
     return f"{name} is not running.", f"Start {name}, then try again.", "after_user_action"
 
 
 def compose(
-    name: str, declaration: ServerDeclaration, host: HostFacts, *, connect: Connect | None = None, title: str | None = None
+    name: str,
+    declaration: ServerDeclaration,
+    host: HostFacts,
+    *,
+    connect: Connect | None = None,
+    title: str | None = None,
 ) -> ServerStatus:
     """Walk the chain link by link; the first broken link names the state.
 
@@ -123,8 +150,11 @@ def compose(
 
 
 def _runtime_file(
-    liveness: LivenessDeclaration, host: HostFacts, connect: Connect | None,
-    checks: list[Check], finish: Callable[[State], ServerStatus],
+    liveness: LivenessDeclaration,
+    host: HostFacts,
+    connect: Connect | None,
+    checks: list[Check],
+    finish: Callable[[State], ServerStatus],
 ) -> ServerStatus:
     assert liveness.spec is not None
     try:
@@ -155,8 +185,10 @@ def _app_checks(declaration: ServerDeclaration, found: Availability, host: HostF
         return [Check("app", False, f"no app block for {host.os}")]
     if found.state == "missing_app":
         looked = ", ".join(where_searched(block, host))
-        return [Check("app", False, f"not found (looked at {looked})"),
-                Check("version", None, f"needs {minimum} or newer" if minimum else "any")]
+        return [
+            Check("app", False, f"not found (looked at {looked})"),
+            Check("version", None, f"needs {minimum} or newer" if minimum else "any"),
+        ]
     version = found.version or "unknown (no version source here)"
     ok = found.state == "available"
     requirement = f"{version}; needs {minimum} or newer" if minimum else version

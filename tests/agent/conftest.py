@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+from tests.conftest import PLUGIN_ROOT
 
 Mutation = Callable[[dict[str, Any], dict[str, Any]], None]
 

@@ -15,17 +15,19 @@ from hermes_blender.contract.declaration import parse_server_declaration
 from hermes_blender.contract.host import HostFacts, RegistryEntry, read_pe_version
 from hermes_blender.contract.locate import locate_app
 from hermes_blender.contract.requirements import availability, version_at_least
-from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+from tests.conftest import PLUGIN_ROOT
 
 
 def _blender_declaration() -> Any:
     import json
 
-    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
+    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"][
+        "blender"
+    ]
     return parse_server_declaration("blender", raw)
 
 
-def _check(declaration: Any, host: HostFacts):  # noqa: ANN202
+def _check(declaration: Any, host: HostFacts):
     return availability(declaration, host.os, lambda block: locate_app(block, host))
 
 
@@ -40,7 +42,9 @@ def _pe(path: Path, version: tuple[int, int, int, int]) -> Path:
     """A file holding a VS_FIXEDFILEINFO block, as a Windows executable's version resource does."""
     a, b, c, d = version
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(b"MZ" + b"\0" * 64 + struct.pack("<IIII", 0xFEEF04BD, 0x10000, (a << 16) | b, (c << 16) | d) + b"\0" * 16)
+    path.write_bytes(
+        b"MZ" + b"\0" * 64 + struct.pack("<IIII", 0xFEEF04BD, 0x10000, (a << 16) | b, (c << 16) | d) + b"\0" * 16
+    )
     return path
 
 
@@ -62,7 +66,9 @@ def test_availability_with_no_requirements_does_no_io() -> None:
 
 
 def test_availability_is_unsupported_os_when_no_block_covers_the_host() -> None:
-    declaration = parse_server_declaration("x", {"app": {"linux": {"presence": "executable", "location": "/x"}}, "requires": {"app": True}})
+    declaration = parse_server_declaration(
+        "x", {"app": {"linux": {"presence": "executable", "location": "/x"}}, "requires": {"app": True}}
+    )
     assert availability(declaration, "darwin", lambda block: []).state == "unsupported_os"
 
 
@@ -103,7 +109,12 @@ def test_a_newer_copy_found_after_an_old_one_satisfies_min_version(tmp_path: Pat
     host = HostFacts(os="win32", env={"ProgramFiles": str(program_files)}, uninstall_entries=lambda: old_registry)
     block = _blender_declaration().app_for("win32")
     copies = locate_app(block, host)
-    assert [c.version for c in copies] == ["4.2.0.0", "5.10.0.0", "5.9.0.0", "4.5.0.0"]  # registry first, then * newest first
+    assert [c.version for c in copies] == [
+        "4.2.0.0",
+        "5.10.0.0",
+        "5.9.0.0",
+        "4.5.0.0",
+    ]  # registry first, then * newest first
     assert _check(_blender_declaration(), host).version == "5.10.0.0"
 
 
@@ -121,9 +132,18 @@ def test_unexpanded_windows_variables_are_missing_on_posix_even_when_the_cwd_hol
 ) -> None:
     monkeypatch.chdir(tmp_path)
     _executable(tmp_path / "%ProgramFiles%" / "Blender Foundation" / "Blender 5.1" / "blender.exe")
-    declaration = parse_server_declaration("x", {
-        "app": {"linux": {"presence": "executable", "location": "%ProgramFiles%/Blender Foundation/Blender */blender.exe"}},
-        "requires": {"app": True}})
+    declaration = parse_server_declaration(
+        "x",
+        {
+            "app": {
+                "linux": {
+                    "presence": "executable",
+                    "location": "%ProgramFiles%/Blender Foundation/Blender */blender.exe",
+                }
+            },
+            "requires": {"app": True},
+        },
+    )
     assert _check(declaration, HostFacts(os="linux", env={"HOME": str(tmp_path)})).state == "missing_app"
 
 
@@ -145,12 +165,26 @@ def test_a_directory_is_not_an_executable_and_a_bundle_needs_its_info_plist(tmp_
     assert _check(_blender_declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)})).state == "missing_app"
 
 
-@pytest.mark.parametrize(("found", "minimum", "expected"), [
-    ("5.1", "5.1", True), ("5.1.2", "5.1", True), ("5.10", "5.9", True), ("5.0.99", "5.1", False),
-    ("6", "5.1", True), ("5", "5.1", False), (None, "5.1", False), ("5.1-beta", "5.1", False),
-    ("5.1.", "5.1", False), ("1234567890.1", "5.1", False), ("٥.١", "5.1", False), ("", "5.1", False),
-])
-def test_version_comparison_accepts_only_bounded_ascii_components(found: str | None, minimum: str, expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("found", "minimum", "expected"),
+    [
+        ("5.1", "5.1", True),
+        ("5.1.2", "5.1", True),
+        ("5.10", "5.9", True),
+        ("5.0.99", "5.1", False),
+        ("6", "5.1", True),
+        ("5", "5.1", False),
+        (None, "5.1", False),
+        ("5.1-beta", "5.1", False),
+        ("5.1.", "5.1", False),
+        ("1234567890.1", "5.1", False),
+        ("٥.١", "5.1", False),
+        ("", "5.1", False),
+    ],
+)
+def test_version_comparison_accepts_only_bounded_ascii_components(
+    found: str | None, minimum: str, expected: bool
+) -> None:
     assert version_at_least(found, minimum) is expected
 
 

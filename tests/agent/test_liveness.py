@@ -52,11 +52,19 @@ def test_dead_pid_is_app_not_running(tmp_path: Path) -> None:
     assert caught.value.state == "app_not_running"
 
 
-@pytest.mark.parametrize("record", [
-    None, "not json", "[1, 2]", {"http": "http://127.0.0.1:1"},
-    {"http": "http://127.0.0.1:1", "pid": False}, {"http": "http://127.0.0.1:1", "pid": 0},
-    {"http": "http://127.0.0.1:1", "pid": 2**31}, {"http": "http://127.0.0.1:1", "pid": "42"},
-])
+@pytest.mark.parametrize(
+    "record",
+    [
+        None,
+        "not json",
+        "[1, 2]",
+        {"http": "http://127.0.0.1:1"},
+        {"http": "http://127.0.0.1:1", "pid": False},
+        {"http": "http://127.0.0.1:1", "pid": 0},
+        {"http": "http://127.0.0.1:1", "pid": 2**31},
+        {"http": "http://127.0.0.1:1", "pid": "42"},
+    ],
+)
 def test_missing_or_malformed_file_is_app_not_running_as_in_hermes(tmp_path: Path, record: object) -> None:
     spec = RuntimeFileSpec(path=str(tmp_path / "absent.json")) if record is None else _write(tmp_path, record)
     with pytest.raises(LiveEndpointUnavailable) as caught:
@@ -64,20 +72,39 @@ def test_missing_or_malformed_file_is_app_not_running_as_in_hermes(tmp_path: Pat
     assert caught.value.state == "app_not_running"
 
 
-@pytest.mark.parametrize(("url", "state"), [
-    ("http://127.0.0.1:1", "hermes_not_connected"), ("http://10.0.0.1:1", "endpoint_unavailable"),
-])
-def test_boolean_pid_is_never_dialled_but_reports_what_hermes_reads_as_pid_1(tmp_path: Path, url: str, state: str) -> None:
+@pytest.mark.parametrize(
+    ("url", "state"),
+    [
+        ("http://127.0.0.1:1", "hermes_not_connected"),
+        ("http://10.0.0.1:1", "endpoint_unavailable"),
+    ],
+)
+def test_boolean_pid_is_never_dialled_but_reports_what_hermes_reads_as_pid_1(
+    tmp_path: Path, url: str, state: str
+) -> None:
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(_write(tmp_path, {"http": url, "token": "tok-valid-1", "pid": True}), _host())
     assert caught.value.state == state and "boolean pid" in str(caught.value)
 
 
-@pytest.mark.parametrize("url", [
-    "https://127.0.0.1:4567", "http://user:pw@127.0.0.1:4567", "http://192.168.1.5:4567", "http://example.com:80",
-    "http://127.0.0.1", "http://127.0.0.1:99999", "http://[::1:4567", "http://127.0.0.1:0", "ftp://127.0.0.1:21",
-    "", 12345, None, "http://127.0.0.1.evil.test:80",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1:4567",
+        "http://user:pw@127.0.0.1:4567",
+        "http://192.168.1.5:4567",
+        "http://example.com:80",
+        "http://127.0.0.1",
+        "http://127.0.0.1:99999",
+        "http://[::1:4567",
+        "http://127.0.0.1:0",
+        "ftp://127.0.0.1:21",
+        "",
+        12345,
+        None,
+        "http://127.0.0.1.evil.test:80",
+    ],
+)
 def test_hostile_or_malformed_endpoints_are_unavailable_and_never_contacted(tmp_path: Path, url: object) -> None:
     spec = _write(tmp_path, {"http": url, "token": "t", "pid": 42})
     with pytest.raises(LiveEndpointUnavailable) as caught:
@@ -113,7 +140,9 @@ def test_declared_path_expands_home_and_posix_vars_but_not_windows_vars_off_wind
     assert host.expand("$XDG/a") == "/x/a" and host.expand("${XDG}/a") == "/x/a"
     assert host.expand("%LOCALAPPDATA%/Blender") == "%LOCALAPPDATA%/Blender"
     assert host.expand("$UNSET/a") == "$UNSET/a"
-    windows = HostFacts(os="win32", env={"USERPROFILE": "C:\\Users\\ana", "LOCALAPPDATA": "C:\\Users\\ana\\AppData\\Local"})
+    windows = HostFacts(
+        os="win32", env={"USERPROFILE": "C:\\Users\\ana", "LOCALAPPDATA": "C:\\Users\\ana\\AppData\\Local"}
+    )
     assert windows.expand("%LOCALAPPDATA%/Blender") == "C:\\Users\\ana\\AppData\\Local/Blender"
     assert windows.expand("~/AppData") == "C:\\Users\\ana/AppData"
 

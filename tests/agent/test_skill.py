@@ -10,7 +10,7 @@ from hermes_blender.checks import validate
 from hermes_blender.contract.host import HostFacts
 from hermes_blender.contract.package import load_plugin
 from hermes_blender.errors import ContractError
-from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+from tests.conftest import PLUGIN_ROOT
 
 LINUX = HostFacts(os="linux", env={"HOME": "/home/ana", "PATH": ""})
 
@@ -19,8 +19,14 @@ def test_the_repository_skill_is_accepted_and_covers_every_state() -> None:
     [skill] = load_plugin(PLUGIN_ROOT).skills
     assert skill.name == "blender" and 1 <= len(skill.description) <= 1024
     text = skill.path.read_text()
-    for state in ("missing_app", "version_too_old", "app_not_running", "endpoint_unavailable",
-                  "hermes_not_connected", "no_interactive_session"):
+    for state in (
+        "missing_app",
+        "version_too_old",
+        "app_not_running",
+        "endpoint_unavailable",
+        "hermes_not_connected",
+        "no_interactive_session",
+    ):
         assert f"`{state}`" in text, state
     assert "not a sandbox" in text and (skill.path.parent / "references" / "states.md").is_file()
 
@@ -28,23 +34,29 @@ def test_the_repository_skill_is_accepted_and_covers_every_state() -> None:
 def test_the_skill_quotes_what_the_model_really_receives_and_names_the_real_reload_command() -> None:
     """The messages are the ones tests/hermes/test_real_hermes.py receives from the real Hermes."""
     text = (PLUGIN_ROOT / "skills" / "blender" / "SKILL.md").read_text()
-    for message in ("Unknown tool: mcp__blender__get_objects_summary", "MCP call failed: MCPError: Connection closed",
-                    "transport is down; reconnect requested"):
+    for message in (
+        "Unknown tool: mcp__blender__get_objects_summary",
+        "MCP call failed: MCPError: Connection closed",
+        "transport is down; reconnect requested",
+    ):
         assert message in text, message
     assert "`/reload-mcp`" in text and "mcp.reload" not in text
     assert "requires_apps: [blender]" in text  # the real Hermes hides the skill where Blender is absent
 
 
-@pytest.mark.parametrize(("front_matter", "rule"), [
-    ("name: Blender\ndescription: x", "name must match the directory"),
-    ("name: blender-tools\ndescription: x", "name must match the directory"),
-    ("name: blender", "description must be a non-empty string"),
-    ("name: blender\ndescription: " + "x" * 1025, "at most 1024 characters"),
-    ("name: blender\ndescription: x\ncompatibility: ''", "compatibility must be a string of 1 to 500"),
-    ("name: blender\ndescription: x\nmetadata: {a: 1}", "metadata must map string keys to string values"),
-    ("name: blender\ndescription: [unclosed", "invalid YAML frontmatter"),
-])
-def test_a_broken_front_matter_in_a_copy_is_rejected(plugin_copy, front_matter: str, rule: str) -> None:  # noqa: ANN001
+@pytest.mark.parametrize(
+    ("front_matter", "rule"),
+    [
+        ("name: Blender\ndescription: x", "name must match the directory"),
+        ("name: blender-tools\ndescription: x", "name must match the directory"),
+        ("name: blender", "description must be a non-empty string"),
+        ("name: blender\ndescription: " + "x" * 1025, "at most 1024 characters"),
+        ("name: blender\ndescription: x\ncompatibility: ''", "compatibility must be a string of 1 to 500"),
+        ("name: blender\ndescription: x\nmetadata: {a: 1}", "metadata must map string keys to string values"),
+        ("name: blender\ndescription: [unclosed", "invalid YAML frontmatter"),
+    ],
+)
+def test_a_broken_front_matter_in_a_copy_is_rejected(plugin_copy, front_matter: str, rule: str) -> None:
     root = plugin_copy(None)
     skill = root / "skills" / "blender" / "SKILL.md"
     body = skill.read_text().split("\n---\n", 1)[1]
@@ -54,7 +66,7 @@ def test_a_broken_front_matter_in_a_copy_is_rejected(plugin_copy, front_matter: 
     assert rule in str(caught.value)
 
 
-def test_a_skill_that_links_outside_the_plugin_root_is_refused(plugin_copy, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_skill_that_links_outside_the_plugin_root_is_refused(plugin_copy, tmp_path: Path) -> None:
     root = plugin_copy(None)
     outside = tmp_path / "elsewhere"
     outside.mkdir()

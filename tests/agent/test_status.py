@@ -16,13 +16,15 @@ from hermes_blender.contract.liveness import LiveEndpoint
 from hermes_blender.contract.package import load_plugin
 from hermes_blender.contract.status import compose, describe
 from hermes_blender.errors import ToolCallFailed
-from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+from tests.conftest import PLUGIN_ROOT
 
 TOKEN = "status-test-token-1234567890"
 
 
 def _declaration(liveness: dict[str, Any] | None = None) -> Any:
-    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]["blender"]
+    raw = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"][
+        "blender"
+    ]
     if liveness is not None:
         raw = {**raw, "liveness": liveness}
     return parse_server_declaration("blender", raw)
@@ -34,8 +36,12 @@ def _linux_host(tmp_path: Path, *, alive: bool = True, interactive: bool = True)
     blender = bin_dir / "blender"
     blender.write_text("#!/bin/sh\necho 'Blender 5.1.2'\n")
     blender.chmod(blender.stat().st_mode | stat.S_IXUSR)
-    return HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": str(bin_dir)},
-                     pid_alive=lambda pid: alive, interactive_session=lambda: interactive)
+    return HostFacts(
+        os="linux",
+        env={"HOME": str(tmp_path), "PATH": str(bin_dir)},
+        pid_alive=lambda pid: alive,
+        interactive_session=lambda: interactive,
+    )
 
 
 def _runtime_file(tmp_path: Path, record: dict[str, Any]) -> None:
@@ -47,8 +53,17 @@ def _runtime_file(tmp_path: Path, record: dict[str, Any]) -> None:
 GOOD = {"http": "http://127.0.0.1:45678", "token": TOKEN, "pid": 4242}
 
 
-@pytest.mark.parametrize("state", ["missing_app", "version_too_old", "no_interactive_session", "app_not_running",
-                                   "endpoint_unavailable", "hermes_not_connected"])
+@pytest.mark.parametrize(
+    "state",
+    [
+        "missing_app",
+        "version_too_old",
+        "no_interactive_session",
+        "app_not_running",
+        "endpoint_unavailable",
+        "hermes_not_connected",
+    ],
+)
 def test_each_state_has_one_sentence_and_one_action(state: str) -> None:
     reason, action, retry = describe(state, "blender")  # type: ignore[arg-type]
     assert reason.startswith("blender") and reason.endswith(".") and reason.count(".") == 1
@@ -64,7 +79,10 @@ def test_version_too_old_names_found_and_required_versions(tmp_path: Path) -> No
     (bundle / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.0"}))
     status = compose("blender", _declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)}))
     assert status.state == "version_too_old" and status.retry == "after_user_action"
-    assert status.sentence == "blender version 4.5.0 is too old; version 5.1 or newer is required. Update blender, then try again."
+    assert (
+        status.sentence
+        == "blender version 4.5.0 is too old; version 5.1 or newer is required. Update blender, then try again."
+    )
 
 
 def test_missing_app_says_where_it_looked(tmp_path: Path) -> None:
@@ -79,8 +97,17 @@ def test_dead_pid_is_app_not_running_and_never_connects(tmp_path: Path) -> None:
     assert status.state == "app_not_running" and status.user_action == "Start blender, then try again."
 
 
-@pytest.mark.parametrize("url", ["https://127.0.0.1:45678", "http://user:pw@127.0.0.1:45678", "http://10.0.0.5:45678",
-                                 "http://127.0.0.1", "http://127.0.0.1:99999", "http://[::1:45678"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://127.0.0.1:45678",
+        "http://user:pw@127.0.0.1:45678",
+        "http://10.0.0.5:45678",
+        "http://127.0.0.1",
+        "http://127.0.0.1:99999",
+        "http://[::1:45678",
+    ],
+)
 def test_hostile_endpoints_are_endpoint_unavailable_and_never_contacted(tmp_path: Path, url: str) -> None:
     _runtime_file(tmp_path, {**GOOD, "http": url})
     status = compose("blender", _declaration(), _linux_host(tmp_path), connect=_never)
@@ -104,7 +131,9 @@ def test_running_app_with_live_endpoint_and_no_connection_attempt_is_hermes_not_
 def test_a_successful_round_trip_is_ready_and_a_failed_one_names_the_endpoint(tmp_path: Path) -> None:
     _runtime_file(tmp_path, GOOD)
     seen: list[str] = []
-    ready = compose("blender", _declaration(), _linux_host(tmp_path), connect=lambda endpoint: seen.append(endpoint.url))
+    ready = compose(
+        "blender", _declaration(), _linux_host(tmp_path), connect=lambda endpoint: seen.append(endpoint.url)
+    )
     assert ready.state == "ready" and ready.ready and seen == ["http://127.0.0.1:45678/mcp"]
     assert ready.payload()["error"] is None and ready.retry == "none"
 
@@ -143,7 +172,9 @@ def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp
     package = load_plugin(PLUGIN_ROOT)
     assert install_refusals(package, _linux_host(tmp_path)) == []
     missing = install_refusals(package, HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}))
-    assert missing == [f"Plugin 'blender-bridge' server '{s}' is unavailable: missing_app." for s in ("blender", "blender_lab")]
+    assert missing == [
+        f"Plugin 'blender-bridge' server '{s}' is unavailable: missing_app." for s in ("blender", "blender_lab")
+    ]
     import plistlib
 
     contents = tmp_path / "Applications" / "Blender.app" / "Contents"
@@ -153,10 +184,17 @@ def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp
     assert old[0] == "Plugin 'blender-bridge' server 'blender' is unavailable: version_too_old, found version 4.5.2."
 
 
-@pytest.mark.parametrize(("platforms", "host_os", "refused"), [
-    ([], "linux", False), (["windows", "macos", "linux"], "win32", False), (["macos"], "darwin", False),
-    (["Windows"], "win32", False), (["linux"], "darwin", True), (["windows"], "linux", True),
-])
+@pytest.mark.parametrize(
+    ("platforms", "host_os", "refused"),
+    [
+        ([], "linux", False),
+        (["windows", "macos", "linux"], "win32", False),
+        (["macos"], "darwin", False),
+        (["Windows"], "win32", False),
+        (["linux"], "darwin", True),
+        (["windows"], "linux", True),
+    ],
+)
 def test_catalog_platforms_accept_windows_and_macos_aliases(platforms: list[str], host_os: str, refused: bool) -> None:
     message = catalog_refusal("blender-bridge", platforms, host_os)
     assert (message is not None) is refused

@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 SCRIPT = REPO_ROOT / "scripts" / "warm_uv.py"
-TOOL = '''
+TOOL = """
 import os, sys, time
 def main():
     mode = os.environ.get("TINY_MODE", "ok")
@@ -26,7 +26,7 @@ def main():
     if mode == "sleep":
         time.sleep(120)
     print("usage: tiny-server [--transport stdio]")
-'''
+"""
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None or shutil.which("uv") is None, reason="needs git and uv")
 
@@ -36,7 +36,8 @@ def _git_package(folder: Path, *, backend: str = "hatchling.build") -> str:
     (folder / "tinytool" / "__init__.py").write_text(TOOL)
     (folder / "pyproject.toml").write_text(
         '[project]\nname = "tinytool"\nversion = "0.1.0"\n[project.scripts]\ntiny-server = "tinytool:main"\n'
-        f'[build-system]\nrequires = ["hatchling"]\nbuild-backend = "{backend}"\n')
+        f'[build-system]\nrequires = ["hatchling"]\nbuild-backend = "{backend}"\n'
+    )
     git = ["git", "-C", str(folder), "-c", "user.name=t", "-c", "user.email=t@t.invalid"]
     subprocess.run(["git", "init", "-q", str(folder)], check=True)
     subprocess.run([*git, "add", "-A"], check=True)
@@ -53,16 +54,33 @@ def tiny_repo(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 def _mcp_json(folder: Path, source: str, env: dict[str, str] | None = None) -> Path:
     path = folder / "mcp.json"
-    path.write_text(json.dumps({"$schema": "x", "mcpServers": {"tiny": {
-        "type": "stdio", "command": "uv",
-        "args": ["tool", "run", "--from", source, "tiny-server", "--transport", "stdio"], "env": env or {}}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "$schema": "x",
+                "mcpServers": {
+                    "tiny": {
+                        "type": "stdio",
+                        "command": "uv",
+                        "args": ["tool", "run", "--from", source, "tiny-server", "--transport", "stdio"],
+                        "env": env or {},
+                    }
+                },
+            }
+        )
+    )
     return path
 
 
 def _warm(mcp_json: Path, *extra: str, path: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PATH": path if path is not None else os.environ["PATH"]}
-    return subprocess.run([sys.executable, str(SCRIPT), "--mcp-json", str(mcp_json), "--server", "tiny", *extra],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), "--mcp-json", str(mcp_json), "--server", "tiny", *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_help_works_without_uv_installed() -> None:

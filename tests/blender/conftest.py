@@ -18,8 +18,8 @@ from hermes_blender.resources import ADDON_SOURCE
 
 @pytest.fixture(scope="session")
 def addon() -> Iterator[ModuleType]:
-    import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
     import addon_utils
+    import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
 
     bpy.ops.wm.read_homefile(use_factory_startup=True)
     with tempfile.TemporaryDirectory(prefix="hermes-ext-") as repo:
@@ -49,7 +49,7 @@ def serve_while(dispatcher: Any, client: Callable[[], Any]) -> Any:
     def target() -> None:
         try:
             box["value"] = client()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the main thread below
+        except BaseException as exc:
             box["error"] = exc
         finally:
             dispatcher.request_stop()

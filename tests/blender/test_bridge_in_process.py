@@ -18,15 +18,24 @@ MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcont
 
 def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
     token = json.loads(bridge.runtime_file.read_text())["token"]
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": name, "arguments": arguments or {}, "_meta": MODERN}}).encode()
-    request = urllib.request.Request(bridge.endpoint, data=body, headers={
-        "Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments or {}, "_meta": MODERN},
+        }
+    ).encode()
+    request = urllib.request.Request(
+        bridge.endpoint, data=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["result"]
 
 
-def test_tool_call_runs_on_blenders_main_thread_and_answers(service: ModuleType, factory_scene: None, tmp_path: Path) -> None:
+def test_tool_call_runs_on_blenders_main_thread_and_answers(
+    service: ModuleType, factory_scene: None, tmp_path: Path
+) -> None:
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary"))
     assert result["isError"] is False

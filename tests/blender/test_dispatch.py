@@ -30,7 +30,9 @@ def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType
     assert name == threading.main_thread().name
 
 
-def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(dispatch: ModuleType, errors: ModuleType) -> None:
+def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(
+    dispatch: ModuleType, errors: ModuleType
+) -> None:
     dispatcher = dispatch.Dispatcher()
     ran: list[int] = []
     job = dispatcher.submit(lambda: ran.append(1))
@@ -78,7 +80,9 @@ def test_gui_tick_respects_its_time_budget(dispatch: ModuleType, monkeypatch: py
     assert max(ran_per_tick) <= 3  # 0.05 s budget / 0.02 s jobs, plus the one that crosses it
 
 
-def test_gui_tick_survives_a_failing_job_and_stays_registered(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gui_tick_survives_a_failing_job_and_stays_registered(
+    dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     dispatcher = dispatch.Dispatcher()
     dispatch.start_gui_pump(dispatcher)
     try:
@@ -115,11 +119,11 @@ def test_gui_tick_unregisters_itself_once_the_pump_is_stopped(dispatch: ModuleTy
     assert dispatch.gui_tick() is None
 
 
-def _queued(dispatcher) -> int:  # noqa: ANN001
-    return dispatcher._queue.qsize()  # noqa: SLF001
+def _queued(dispatcher) -> int:
+    return dispatcher._queue.qsize()
 
 
-def _broken_once(real):  # noqa: ANN001, ANN202
+def _broken_once(real):
     state = {"broken": False}
 
     def run_pending(budget: float) -> int:

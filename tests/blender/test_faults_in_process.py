@@ -13,7 +13,9 @@ import psutil
 from .conftest import serve_while
 
 
-def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_after_it(service: ModuleType, tmp_path: Path) -> None:
+def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_after_it(
+    service: ModuleType, tmp_path: Path
+) -> None:
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
 
     def calls() -> tuple[str, str, dict]:

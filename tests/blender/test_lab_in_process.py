@@ -87,8 +87,11 @@ def test_require_token_refuses_requests_without_the_runtime_files_token(service:
     port = _lab_port(bridge)
 
     def ask() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
-        return (lab_execute(port, "result = {}"), lab_execute(port, "result = {}", token="wrong"),
-                lab_execute(port, "result = {'in': True}", token=token))
+        return (
+            lab_execute(port, "result = {}"),
+            lab_execute(port, "result = {}", token="wrong"),
+            lab_execute(port, "result = {'in': True}", token=token),
+        )
 
     without, wrong, right = serve_while(bridge.dispatcher, ask)
     assert without["status"] == wrong["status"] == "error" and "requires a token" in without["message"]
@@ -99,9 +102,11 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(service: Mo
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, allow_code=False))
 
     def ask() -> tuple[dict[str, Any], Any, Any]:
-        return (lab_execute(_lab_port(bridge), "result = {}"),
-                bridge.call_tool("execute_blender_code", {"code": "result = {}"}),
-                bridge.call_tool("get_objects_summary", {}))
+        return (
+            lab_execute(_lab_port(bridge), "result = {}"),
+            bridge.call_tool("execute_blender_code", {"code": "result = {}"}),
+            bridge.call_tool("get_objects_summary", {}),
+        )
 
     envelope, outcome, summary = serve_while(bridge.dispatcher, ask)
     assert envelope["status"] == "error" and "switched off" in envelope["message"]

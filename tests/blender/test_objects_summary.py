@@ -26,8 +26,13 @@ def test_factory_scene_summary_has_the_official_shape(factory_scene: None) -> No
     objects = {obj["name"]: obj for obj in collection["objects"]}
     assert [obj["name"] for obj in collection["objects"]] == ["Camera", "Cube", "Light"]
     assert objects["Cube"] == {
-        "name": "Cube", "type": "MESH", "parent": None, "data_name": "Cube",
-        "selected": True, "visible": True, "hide_viewport": False,
+        "name": "Cube",
+        "type": "MESH",
+        "parent": None,
+        "data_name": "Cube",
+        "selected": True,
+        "visible": True,
+        "hide_viewport": False,
     }
     assert objects["Camera"]["type"] == "CAMERA" and objects["Light"]["type"] == "LIGHT"
     assert not objects["Camera"]["selected"]

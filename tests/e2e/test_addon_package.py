@@ -36,15 +36,26 @@ def test_the_built_zip_passes_blenders_validator_and_holds_only_the_addon(tmp_pa
 
 def test_installed_into_a_fresh_user_folder_the_bridge_starts_from_it(tmp_path: Path) -> None:
     env = {**os.environ, "BLENDER_USER_RESOURCES": str(tmp_path / "user")}
-    install = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "install-addon"], capture_output=True,
-                             text=True, env=env, timeout=300)
+    install = subprocess.run(
+        [sys.executable, "-m", "hermes_blender.cli", "install-addon"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert install.returncode == 0, install.stderr
     assert "Start with Blender" in install.stderr
     assert (tmp_path / "user" / "extensions" / "user_default" / "hermes_bridge" / "blender_manifest.toml").is_file()
 
     runtime_file = tmp_path / "server.json"
-    server = subprocess.Popen([sys.executable, "-c", SERVE_INSTALLED, str(runtime_file)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVE_INSTALLED, str(runtime_file)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         deadline = time.monotonic() + 120
         while not runtime_file.exists() and server.poll() is None and time.monotonic() < deadline:

@@ -16,17 +16,31 @@ from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 
 OFFICIAL_NAMES = {
-    "get_objects_summary", "get_object_detail_summary", "get_blendfile_summary_datablocks",
-    "get_blendfile_summary_missing_files", "get_blendfile_summary_of_linked_libraries",
-    "get_blendfile_summary_path_info", "get_blendfile_summary_usage_guess", "execute_blender_code",
-    "get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image", "get_screenshot_of_window_as_json",
-    "jump_to_tab_by_name", "jump_to_tab_by_space_type", "jump_to_view3d_object_by_name",
-    "jump_to_view3d_object_data_by_name", "render_viewport_to_path", "render_thumbnail_to_path",
+    "get_objects_summary",
+    "get_object_detail_summary",
+    "get_blendfile_summary_datablocks",
+    "get_blendfile_summary_missing_files",
+    "get_blendfile_summary_of_linked_libraries",
+    "get_blendfile_summary_path_info",
+    "get_blendfile_summary_usage_guess",
+    "execute_blender_code",
+    "get_screenshot_of_window_as_image",
+    "get_screenshot_of_area_as_image",
+    "get_screenshot_of_window_as_json",
+    "jump_to_tab_by_name",
+    "jump_to_tab_by_space_type",
+    "jump_to_view3d_object_by_name",
+    "jump_to_view3d_object_data_by_name",
+    "render_viewport_to_path",
+    "render_thumbnail_to_path",
 }
 GUI_ONLY = {
-    "get_screenshot_of_window_as_image": {}, "get_screenshot_of_area_as_image": {"area_ui_type": "VIEW_3D"},
-    "get_screenshot_of_window_as_json": {}, "jump_to_tab_by_name": {"name": "Layout"},
-    "jump_to_tab_by_space_type": {"space_type": "VIEW_3D"}, "jump_to_view3d_object_by_name": {"name": "Cube"},
+    "get_screenshot_of_window_as_image": {},
+    "get_screenshot_of_area_as_image": {"area_ui_type": "VIEW_3D"},
+    "get_screenshot_of_window_as_json": {},
+    "jump_to_tab_by_name": {"name": "Layout"},
+    "jump_to_tab_by_space_type": {"space_type": "VIEW_3D"},
+    "jump_to_view3d_object_by_name": {"name": "Cube"},
     "jump_to_view3d_object_data_by_name": {"name": "Cube"},
 }
 
@@ -86,7 +100,8 @@ def test_object_detail_reports_transform_modifiers_materials_and_visibility(fact
         "import bpy\ncube = bpy.data.objects['Cube']\ncube.location = (1, 2, 3)\ncube.scale = (2, 2, 2)\n"
         "cube.modifiers.new('Bevel', 'BEVEL')\ncube.constraints.new('COPY_LOCATION')\n"
         "child = bpy.data.objects.new('Child', None)\nchild.parent = cube\nbpy.context.scene.collection.objects.link(child)\n"
-        "cube.hide_render = True\nresult = {}")
+        "cube.hide_render = True\nresult = {}"
+    )
     detail = factory.ok("get_object_detail_summary", {"name": "Cube"})
     assert detail["name"] == "Cube" and detail["type"] == "MESH" and detail["data_name"] == "Cube"
     assert detail["location"] == [1.0, 2.0, 3.0] and detail["scale"] == [2.0, 2.0, 2.0]
@@ -111,12 +126,17 @@ def test_blendfile_summaries_on_a_saved_file_with_a_missing_image(factory: Sessi
         "import bpy\nimg = bpy.data.images.new('Gone', 4, 4)\nimg.source = 'FILE'\n"
         f"img.filepath = {str(tmp_path / 'gone.png')!r}\nimg.use_fake_user = True\n"
         f"bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\n"
-        f"bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\nresult = {{}}")
+        f"bpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\nresult = {{}}"
+    )
     counts = factory.ok("get_blendfile_summary_datablocks")
     assert counts["datablock_counts"]["objects"] == 3 and counts["scene_name"] == "Scene"
     assert counts["render_engine"] and "Layout" in counts["workspaces"] and counts["workspace_count"] >= 1
     missing = factory.ok("get_blendfile_summary_missing_files")
-    assert missing["missing_files"][0]["name"] == "Gone" and missing["missing_count"] == 1 and missing["total_checked"] >= 1
+    assert (
+        missing["missing_files"][0]["name"] == "Gone"
+        and missing["missing_count"] == 1
+        and missing["total_checked"] >= 1
+    )
     path = factory.ok("get_blendfile_summary_path_info")
     assert path["filepath"] == str(blend) and path["is_saved"] is True and path["is_dirty"] is False
     assert path["file_size_bytes"] == blend.stat().st_size and path["backups"] == [f"{blend}1"]
@@ -129,12 +149,16 @@ def test_blendfile_summaries_on_a_saved_file_with_a_missing_image(factory: Sessi
 
 def test_linked_libraries_are_listed(factory: Session, tmp_path: Path) -> None:
     library = tmp_path / "lib.blend"
-    factory.run(f"import bpy\nbpy.ops.wm.save_as_mainfile(filepath={str(library)!r}, copy=True)\n"
-                f"with bpy.data.libraries.load({str(library)!r}, link=True) as (src, dst):\n    dst.objects = ['Cube']\n"
-                "result = {}")
+    factory.run(
+        f"import bpy\nbpy.ops.wm.save_as_mainfile(filepath={str(library)!r}, copy=True)\n"
+        f"with bpy.data.libraries.load({str(library)!r}, link=True) as (src, dst):\n    dst.objects = ['Cube']\n"
+        "result = {}"
+    )
     libraries = factory.ok("get_blendfile_summary_of_linked_libraries")
     assert libraries["total_library_count"] == 1
-    assert libraries["direct_libraries"][0]["exists"] is True and libraries["direct_libraries"][0]["filepath"].endswith("lib.blend")
+    assert libraries["direct_libraries"][0]["exists"] is True and libraries["direct_libraries"][0]["filepath"].endswith(
+        "lib.blend"
+    )
 
 
 def test_execute_blender_code_returns_result_and_output_and_reports_errors_as_errors(factory: Session) -> None:
@@ -143,8 +167,14 @@ def test_execute_blender_code_returns_result_and_output_and_reports_errors_as_er
     failed = factory.call("execute_blender_code", {"code": "print('partial')\n1/0"})
     assert failed.is_error
     error = json.loads(failed.text)
-    assert error["state"] == "execution_error" and "ZeroDivisionError" in error["error"] and error["stdout"] == "partial\n"
-    assert factory.call("execute_blender_code", {"code": "result = {'obj': bpy.data.objects[0]}"}).structured["result"]["obj"].startswith("bpy.data.objects")
+    assert (
+        error["state"] == "execution_error" and "ZeroDivisionError" in error["error"] and error["stdout"] == "partial\n"
+    )
+    assert (
+        factory.call("execute_blender_code", {"code": "result = {'obj': bpy.data.objects[0]}"})
+        .structured["result"]["obj"]
+        .startswith("bpy.data.objects")
+    )
 
 
 def test_gui_only_tools_answer_no_interactive_session_in_background(blender: Session) -> None:
@@ -155,15 +185,22 @@ def test_gui_only_tools_answer_no_interactive_session_in_background(blender: Ses
 
 
 def test_renders_write_exactly_where_asked_and_restore_settings(factory: Session, tmp_path: Path) -> None:
-    factory.run("import bpy\nscene = bpy.context.scene\nscene.render.engine = 'CYCLES'\nscene.cycles.samples = 64\n"
-                "scene.cycles.device = 'CPU'\nresult = {}")
+    factory.run(
+        "import bpy\nscene = bpy.context.scene\nscene.render.engine = 'CYCLES'\nscene.cycles.samples = 64\n"
+        "scene.cycles.device = 'CPU'\nresult = {}"
+    )
     viewport = factory.ok("render_viewport_to_path", {"output_path": str(tmp_path / "viewport.png")})
     assert viewport["filepath"] == str(tmp_path / "viewport.png") and (tmp_path / "viewport.png").stat().st_size > 0
     assert viewport["engine"] == "BLENDER_WORKBENCH"
     thumbnail = factory.ok("render_thumbnail_to_path", {"output_path": str(tmp_path / "thumb")})
-    assert thumbnail["filepath"] == str(tmp_path / "thumb.png") and (thumbnail["width"], thumbnail["height"]) == (256, 144)
-    after = factory.run("import bpy\nr = bpy.context.scene.render\n"
-                        "result = {'engine': r.engine, 'x': r.resolution_x, 'samples': bpy.context.scene.cycles.samples}")
+    assert thumbnail["filepath"] == str(tmp_path / "thumb.png") and (thumbnail["width"], thumbnail["height"]) == (
+        256,
+        144,
+    )
+    after = factory.run(
+        "import bpy\nr = bpy.context.scene.render\n"
+        "result = {'engine': r.engine, 'x': r.resolution_x, 'samples': bpy.context.scene.cycles.samples}"
+    )
     assert after == {"engine": "CYCLES", "x": 1920, "samples": 64}
     bad = factory.call("render_viewport_to_path", {"output_path": str(tmp_path / "no" / "such" / "dir.png")})
     assert bad.is_error and json.loads(bad.text)["state"] == "invalid_path"
@@ -173,7 +210,8 @@ def test_a_100k_object_scene_answers_in_bounded_stable_pages(blender: Session) -
     blender.run(
         "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nbig = bpy.data.collections.new('Big')\n"
         "bpy.context.scene.collection.children.link(big)\nlink = big.objects.link\nnew = bpy.data.objects.new\n"
-        "for i in range(100000):\n    link(new(f'obj_{i:06d}', None))\nresult = {}")
+        "for i in range(100000):\n    link(new(f'obj_{i:06d}', None))\nresult = {}"
+    )
     started = time.monotonic()
     first = blender.call("get_objects_summary")
     elapsed = time.monotonic() - started

@@ -32,8 +32,12 @@ def test_call_reads_the_runtime_file_and_never_prints_the_token(tmp_path: Path) 
     path = tmp_path / "server.json"
     with HeadlessBlender(path) as blender:
         token = json.loads(path.read_text())["token"]
-        run = subprocess.run([*CLI, "call", "get_objects_summary", "--runtime-file", str(path), "--json"],
-                             capture_output=True, text=True, timeout=60)
+        run = subprocess.run(
+            [*CLI, "call", "get_objects_summary", "--runtime-file", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert blender.pid
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["result"]["scene_name"] == "Scene"
@@ -41,7 +45,11 @@ def test_call_reads_the_runtime_file_and_never_prints_the_token(tmp_path: Path) 
 
 
 def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> None:
-    run = subprocess.run([*CLI, "call", "get_objects_summary", "--runtime-file", str(tmp_path / "none.json")],
-                         capture_output=True, text=True, timeout=60)
+    run = subprocess.run(
+        [*CLI, "call", "get_objects_summary", "--runtime-file", str(tmp_path / "none.json")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert run.returncode == 3
     assert "[app_not_running]" in run.stderr and "no runtime file" in run.stderr

@@ -33,8 +33,14 @@ class Link:
         self.token = token if token is not None else record["token"]
         self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
 
-    def send(self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True,
-             headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+    def send(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        modern: bool = True,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], Any]:
         params = {**(params or {}), **({"_meta": MODERN} if modern else {})}
         body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
         base = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
@@ -105,14 +111,32 @@ def test_missing_wrong_and_old_tokens_are_refused(blender: HeadlessBlender, tmp_
         assert status == 401 and headers["www-authenticate"].startswith("Bearer")
 
 
-def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_request_is_answered(blender: HeadlessBlender) -> None:
+def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_request_is_answered(
+    blender: HeadlessBlender,
+) -> None:
     link = Link(blender)
     link.call("execute_blender_code", {"code": "bpy.app.driver_namespace['runs'] = 0\nresult = {}"})
-    body = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"_meta": MODERN, "name": "execute_blender_code",
-                       "arguments": {"code": "import time\ntime.sleep(0.5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"}}})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 9,
+            "method": "tools/call",
+            "params": {
+                "_meta": MODERN,
+                "name": "execute_blender_code",
+                "arguments": {
+                    "code": "import time\ntime.sleep(0.5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"
+                },
+            },
+        }
+    )
     with socket.create_connection(("127.0.0.1", link.port)) as sock:
-        sock.sendall((f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{link.port}\r\nAuthorization: Bearer {link.token}\r\n"
-                      f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}").encode())
+        sock.sendall(
+            (
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{link.port}\r\nAuthorization: Bearer {link.token}\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+            ).encode()
+        )
         time.sleep(0.1)
     time.sleep(1.0)
     runs = link.call("execute_blender_code", {"code": "result = {'runs': bpy.app.driver_namespace['runs']}"})
@@ -121,10 +145,16 @@ def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_req
 
 def test_loading_blend_files_while_requests_flow_loses_nothing(blender: HeadlessBlender, tmp_path: Path) -> None:
     other = tmp_path / "other.blend"
-    Link(blender).call("execute_blender_code", {"code": (
-        "bpy.ops.wm.read_homefile(use_factory_startup=True)\nbpy.data.objects['Cube'].name = 'Renamed'\n"
-        f"bpy.ops.wm.save_as_mainfile(filepath={str(other)!r}, copy=True)\n"
-        "bpy.ops.wm.read_homefile(use_factory_startup=True)\nresult = {}")})
+    Link(blender).call(
+        "execute_blender_code",
+        {
+            "code": (
+                "bpy.ops.wm.read_homefile(use_factory_startup=True)\nbpy.data.objects['Cube'].name = 'Renamed'\n"
+                f"bpy.ops.wm.save_as_mainfile(filepath={str(other)!r}, copy=True)\n"
+                "bpy.ops.wm.read_homefile(use_factory_startup=True)\nresult = {}"
+            )
+        },
+    )
     stop = threading.Event()
     seen: list[str] = []
     failures: list[str] = []
@@ -133,14 +163,20 @@ def test_loading_blend_files_while_requests_flow_loses_nothing(blender: Headless
         link = Link(blender)
         while not stop.is_set():
             result = link.call("get_objects_summary")
-            (failures if result["isError"] else seen).append(result["content"][0]["text"][:100] if result["isError"] else _active(result))
+            (failures if result["isError"] else seen).append(
+                result["content"][0]["text"][:100] if result["isError"] else _active(result)
+            )
 
     readers = [threading.Thread(target=reader) for _ in range(4)]
     for thread in readers:
         thread.start()
     loader = Link(blender)
     for index in range(10):
-        code = f"bpy.ops.wm.open_mainfile(filepath={str(other)!r})" if index % 2 == 0 else "bpy.ops.wm.read_homefile(use_factory_startup=True)"
+        code = (
+            f"bpy.ops.wm.open_mainfile(filepath={str(other)!r})"
+            if index % 2 == 0
+            else "bpy.ops.wm.read_homefile(use_factory_startup=True)"
+        )
         assert not loader.call("execute_blender_code", {"code": code + "\nresult = {}"})["isError"]
     stop.set()
     for thread in readers:

@@ -60,14 +60,21 @@ def test_printed_output_is_captured_into_the_reply(lab: int) -> None:
 def test_a_raising_snippet_returns_its_traceback_and_output_so_far(lab: int) -> None:
     envelope = lab_execute(lab, "print('before')\nx = 1\nraise ValueError('broken on purpose')")
     assert envelope["status"] == "error"
-    assert "ValueError: broken on purpose" in envelope["message"] and 'line 3' in envelope["message"]
+    assert "ValueError: broken on purpose" in envelope["message"] and "line 3" in envelope["message"]
     assert "python_exec" not in envelope["message"]  # only the agent's frames
     assert envelope["stdout"] == "before\n"
     _still_serving(lab)
 
 
-@pytest.mark.parametrize("call", ["bpy.ops.wm.quit_blender()", "bpy.ops.wm.read_factory_settings()",
-                                  "bpy.ops.wm.read_userpref()", "bpy.ops.wm.read_factory_userpref()"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        "bpy.ops.wm.quit_blender()",
+        "bpy.ops.wm.read_factory_settings()",
+        "bpy.ops.wm.read_userpref()",
+        "bpy.ops.wm.read_factory_userpref()",
+    ],
+)
 def test_quitting_or_resetting_blender_is_blocked(lab: int, call: str) -> None:
     envelope = lab_execute(lab, f"import bpy\n{call}\nresult = {{}}")
     assert envelope["status"] == "error" and "is not allowed in LLM-generated code" in envelope["message"]
@@ -84,14 +91,19 @@ def test_unknown_type_and_bad_strict_json_are_refused_before_running(lab: int) -
     def ask(request: dict) -> dict:
         return json.loads(lab_exchange(lab, json.dumps(request).encode() + b"\0"))
 
-    assert ask({"type": "get_scene_info", "params": {}}) == {"status": "error", "message": "Unknown request type: 'get_scene_info'"}
+    assert ask({"type": "get_scene_info", "params": {}}) == {
+        "status": "error",
+        "message": "Unknown request type: 'get_scene_info'",
+    }
     missing = ask({"type": "execute", "code": "result = {'ran': True}"})
     assert missing["status"] == "error" and "strict_json" in missing["message"]
     assert ask({"type": "execute", "code": "result = {}", "strict_json": True, "extra": 1})["status"] == "ok"
 
 
 def test_an_oversize_request_is_refused(lab: int) -> None:
-    payload = json.dumps({"type": "execute", "code": "#" * (10 * 1024 * 1024 + 10), "strict_json": True}).encode() + b"\0"
+    payload = (
+        json.dumps({"type": "execute", "code": "#" * (10 * 1024 * 1024 + 10), "strict_json": True}).encode() + b"\0"
+    )
     reply = json.loads(lab_exchange(lab, payload))
     assert reply["status"] == "error" and reply["message"].startswith("Request too large")
     _still_serving(lab)

@@ -54,8 +54,17 @@ def test_legacy_era_negotiates_a_session_and_modern_era_does_not(blender: Headle
 
 def _post(blender: HeadlessBlender, headers: dict[str, str]) -> httpx2.Response:
     assert blender.endpoint is not None
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            }
+        },
+    }
     return httpx2.post(blender.endpoint.url, json=body, headers=headers, timeout=10)
 
 

@@ -21,8 +21,14 @@ def _executable(path: Path, body: str) -> Path:
 
 
 def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], cwd=REPO_ROOT,
-                          capture_output=True, text=True, timeout=600, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
 
 
 def test_a_blender_side_test_file_runs_inside_blender_through_pytest_blender(tmp_path: Path) -> None:
@@ -34,7 +40,7 @@ def test_a_blender_side_test_file_runs_inside_blender_through_pytest_blender(tmp
 
 
 def test_plain_pytest_is_never_hijacked_even_with_a_blender_on_path(tmp_path: Path) -> None:
-    _executable(tmp_path / "blender", 'echo HIJACKED; exit 99')
+    _executable(tmp_path / "blender", "echo HIJACKED; exit 99")
     env = {**os.environ, "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}"}
     run = _pytest("tests/net/test_auth_and_sessions.py", env=env)
     assert run.returncode == 0 and "HIJACKED" not in run.stdout + run.stderr
@@ -45,9 +51,17 @@ def test_the_launcher_reports_a_version_without_importing_bpy_and_honours_python
     launcher = [sys.executable, str(REPO_ROOT / "tests" / "blender_launcher.py")]
     version = subprocess.run([*launcher, "--version"], capture_output=True, text=True, timeout=60)
     assert version.returncode == 0 and version.stdout.startswith("Blender 5.1.")
-    failing = subprocess.run([*launcher, "-b", "--python-exit-code", "7", "--python-expr", "raise ValueError('x')"],
-                             capture_output=True, text=True, timeout=120)
+    failing = subprocess.run(
+        [*launcher, "-b", "--python-exit-code", "7", "--python-expr", "raise ValueError('x')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert failing.returncode == 7 and "ValueError" in failing.stderr
-    going_on = subprocess.run([*launcher, "-b", "--python-expr", "raise ValueError('x')", "--python-expr", "print('after')"],
-                              capture_output=True, text=True, timeout=120)
+    going_on = subprocess.run(
+        [*launcher, "-b", "--python-expr", "raise ValueError('x')", "--python-expr", "print('after')"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert going_on.returncode == 0 and "after" in going_on.stdout

@@ -30,8 +30,13 @@ class Machine:
         return self.home / "AppData" / "Local" / "Blender" / "server.json"
 
     def status(self, *extra: str) -> tuple[int, Any, str]:
-        run = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "status", "--plugin-dir", str(self.plugin), *extra],
-                             capture_output=True, text=True, env=self.env, timeout=120)
+        run = subprocess.run(
+            [sys.executable, "-m", "hermes_blender.cli", "status", "--plugin-dir", str(self.plugin), *extra],
+            capture_output=True,
+            text=True,
+            env=self.env,
+            timeout=120,
+        )
         payload = json.loads(run.stdout) if "--json" in extra else run.stdout
         return run.returncode, payload, run.stderr
 
@@ -53,7 +58,12 @@ def machine(tmp_path: Path) -> Machine:
     plugin.mkdir()
     for name in ("plugin.json", "mcp.json"):
         (plugin / name).write_text((PLUGIN_ROOT / name).read_text())
-    env = {**os.environ, "HOME": str(home), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "HERMES_HOME": str(home / ".hermes")}
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "HERMES_HOME": str(home / ".hermes"),
+    }
     return Machine(home, plugin, env)
 
 
@@ -73,7 +83,9 @@ def test_status_reports_ready_against_a_live_bridge(machine: Machine, running: H
     assert code == 0 and payload["ready"] is True
     assert _states(payload) == {"blender": "ready", "blender_lab": "ready"}
     checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
-    assert checks["version"]["ok"] is True and checks["version"]["detail"].startswith("5.1.2; needs 5.1 or newer (from --version")
+    assert checks["version"]["ok"] is True and checks["version"]["detail"].startswith(
+        "5.1.2; needs 5.1 or newer (from --version"
+    )
     assert checks["MCP round trip"]["ok"] is True and checks["runtime file"]["ok"] is True
     token = json.loads(machine.runtime_file.read_text())["token"]
     code, text, _ = machine.status()
@@ -118,7 +130,10 @@ def test_a_too_old_blender_on_linux_fails_the_version_row_and_asks_for_an_update
     checks = {c["name"]: c for c in server["checks"]}
     assert code == 3 and server["state"] == "version_too_old" and checks["version"]["ok"] is False
     assert server["user_action"].startswith("Update Blender")
-    assert server["error"] == "Blender version 3.4.1 is too old; version 5.1 or newer is required. Update Blender, then try again."
+    assert (
+        server["error"]
+        == "Blender version 3.4.1 is too old; version 5.1 or newer is required. Update Blender, then try again."
+    )
     assert any("will report 'app_not_running'" in warning for warning in server["warnings"])
 
 
@@ -139,7 +154,9 @@ def test_another_plugin_with_a_blender_server_is_a_warning(machine: Machine) -> 
     assert any("also defines server 'blender'" in warning for warning in payload["warnings"])
 
 
-def test_lab_listener_on_another_port_than_mcp_json_names_is_explained(machine: Machine, running: HeadlessBlender) -> None:
+def test_lab_listener_on_another_port_than_mcp_json_names_is_explained(
+    machine: Machine, running: HeadlessBlender
+) -> None:
     machine.point_blender_lab_at(1)
     code, payload, _ = machine.status("--json", "--server", "blender_lab")
     assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}

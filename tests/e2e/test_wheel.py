@@ -35,8 +35,13 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         assert run.returncode == 0, run.stderr
     [wheel] = (work / "dist").glob("hermes_blender-*.whl")
     python = work / "venv" / "bin" / "python"
-    run = subprocess.run([uv, "pip", "install", "--quiet", "--python", str(python), str(wheel)],
-                         capture_output=True, text=True, timeout=600, cwd=work)
+    run = subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", str(python), str(wheel)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=work,
+    )
     assert run.returncode == 0, run.stderr
     yield work / "venv" / "bin" / "hermes-blender"
 
@@ -55,7 +60,9 @@ def test_the_installed_wheel_validates_checks_and_calls_without_bpy(installed: P
 
     validated = _run(installed, "validate", "--json", home=tmp_path)
     assert validated.returncode == 0 and json.loads(validated.stdout)["servers"] == {
-        "blender": "streamable-http", "blender_lab": "stdio"}
+        "blender": "streamable-http",
+        "blender_lab": "stdio",
+    }
 
     status = _run(installed, "status", "--json", "--no-connect", home=tmp_path)
     assert status.returncode == 3

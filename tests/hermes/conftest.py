@@ -40,8 +40,10 @@ def hermes_python() -> Path:
     marker = venv / ".installed"
     if not marker.is_file():
         shutil.rmtree(venv, ignore_errors=True)
-        for command in ([uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-                        [uv, "pip", "install", "--quiet", "--python", str(python), HERMES_REQUIREMENT]):
+        for command in (
+            [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
+            [uv, "pip", "install", "--quiet", "--python", str(python), HERMES_REQUIREMENT],
+        ):
             run = subprocess.run(command, capture_output=True, text=True, timeout=900)
             assert run.returncode == 0, f"{' '.join(command)} failed:\n{run.stdout}{run.stderr}"
         marker.write_text(HERMES_REQUIREMENT)
@@ -94,14 +96,22 @@ class HermesHost:
     def install_blender(self) -> None:
         """A `blender` command on PATH: Blender 5.1 (bpy) behind Blender's command line."""
         launcher = self.bin / "blender"
-        launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{REPO_ROOT / "tests" / "blender_launcher.py"}" "$@"\n')
+        launcher.write_text(
+            f'#!/bin/sh\nexec "{sys.executable}" "{REPO_ROOT / "tests" / "blender_launcher.py"}" "$@"\n'
+        )
         launcher.chmod(0o755)
 
     def env(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
-        env.update(HOME=str(self.home), HERMES_HOME=str(self.hermes_home), PATH=f"{self.bin}:/usr/bin:/bin",
-                   HTTP_PROXY=CLOSED_PORT_PROXY, HTTPS_PROXY=CLOSED_PORT_PROXY,
-                   http_proxy=CLOSED_PORT_PROXY, https_proxy=CLOSED_PORT_PROXY)
+        env.update(
+            HOME=str(self.home),
+            HERMES_HOME=str(self.hermes_home),
+            PATH=f"{self.bin}:/usr/bin:/bin",
+            HTTP_PROXY=CLOSED_PORT_PROXY,
+            HTTPS_PROXY=CLOSED_PORT_PROXY,
+            http_proxy=CLOSED_PORT_PROXY,
+            https_proxy=CLOSED_PORT_PROXY,
+        )
         return env
 
     def start(self) -> HermesDriver:
@@ -125,8 +135,13 @@ class HermesDriver:
         self._host = host
         self._stderr = tempfile.TemporaryFile()
         self._process = subprocess.Popen(
-            [str(host.python), str(DRIVER)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._stderr,
-            env=host.env(), cwd=host.home, text=True,
+            [str(host.python), str(DRIVER)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=host.env(),
+            cwd=host.home,
+            text=True,
         )
 
     def ask(self, command: str, timeout: float = 180.0) -> dict[str, Any]:

@@ -41,11 +41,16 @@ def inspect(root: Path) -> dict[str, Any]:
     except PluginOperationError as exc:
         gate = str(exc)
     return {
-        "verdict": scan.verdict, "allowed": allowed, "reason": reason,
+        "verdict": scan.verdict,
+        "allowed": allowed,
+        "reason": reason,
         "findings": [{"severity": f.severity, "category": f.category, "file": f.file} for f in scan.findings],
-        "python_member": python.is_member, "python_requirements": list(python.install_requirements),
-        "name": package.name, "diagnostics": [str(d) for d in package.diagnostics],
-        "servers": sorted(package.server_declarations), "skills": [s.name for s in package.skills],
+        "python_member": python.is_member,
+        "python_requirements": list(python.install_requirements),
+        "name": package.name,
+        "diagnostics": [str(d) for d in package.diagnostics],
+        "servers": sorted(package.server_declarations),
+        "skills": [s.name for s in package.skills],
         "gate_refusal": gate,
     }
 
@@ -65,9 +70,14 @@ def status() -> dict[str, Any]:
     if details is None:
         return {"declared": False}
     _decl, current, sentence = details
-    return {"declared": True, "state": current.state, "sentence": sentence,
-            "user_action": current.user_action, "retry": current.retry,
-            "availability": current.availability.state}
+    return {
+        "declared": True,
+        "state": current.state,
+        "sentence": sentence,
+        "user_action": current.user_action,
+        "retry": current.retry,
+        "availability": current.availability.state,
+    }
 
 
 def discover() -> dict[str, Any]:

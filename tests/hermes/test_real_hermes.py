@@ -140,11 +140,18 @@ def test_status_says_what_real_hermes_says_for_every_runtime_file(hermes: Hermes
 
 
 def _our_status(hermes: HermesHost) -> dict[str, Any]:
-    env = {**os.environ, "HOME": str(hermes.home), "HERMES_HOME": str(hermes.hermes_home),
-           "PATH": f"{hermes.bin}:{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "HOME": str(hermes.home),
+        "HERMES_HOME": str(hermes.hermes_home),
+        "PATH": f"{hermes.bin}:{os.environ['PATH']}",
+    }
     run = subprocess.run(
         [sys.executable, "-m", "hermes_blender.cli", "status", "--no-connect", "--json", "--server", "blender"],
-        capture_output=True, text=True, env=env, timeout=60,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
     )
     assert run.returncode == 3, run.stderr
     [server] = json.loads(run.stdout)["servers"]

@@ -20,7 +20,10 @@ from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
 from blender_addon.net.mcp_http import McpHttpApp
 from blender_addon.net.sessions import SessionStore
 
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
 
 
 class FakeTools:
@@ -58,7 +61,9 @@ class Endpoint:
         base.update({k.replace("_", "-"): v for k, v in extra.items()})
         return base
 
-    def post(self, payload: Any, headers: dict[str, str] | None = None, body: bytes | None = None) -> tuple[int, dict[str, str], Any]:
+    def post(
+        self, payload: Any, headers: dict[str, str] | None = None, body: bytes | None = None
+    ) -> tuple[int, dict[str, str], Any]:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             data = body if body is not None else json.dumps(payload).encode()
@@ -71,7 +76,9 @@ class Endpoint:
         finally:
             conn.close()
 
-    def rpc(self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True, **headers: str) -> tuple[int, dict[str, str], Any]:
+    def rpc(
+        self, method: str, params: dict[str, Any] | None = None, *, modern: bool = True, **headers: str
+    ) -> tuple[int, dict[str, str], Any]:
         params = dict(params or {})
         if modern:
             params["_meta"] = {**MODERN_META, **params.get("_meta", {})}

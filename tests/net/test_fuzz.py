@@ -18,7 +18,11 @@ from .conftest import MODERN_META, start_endpoint
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=20),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
@@ -51,8 +55,13 @@ def test_random_bytes_to_the_mcp_port_get_an_http_answer_or_a_close(data: bytes)
 
 
 @FUZZ
-@given(method=st.text(max_size=30) | st.sampled_from(["tools/call", "tools/list", "initialize", "server/discover", "ping"]),
-       params=json_values, request_id=json_values, meta=st.booleans())
+@given(
+    method=st.text(max_size=30)
+    | st.sampled_from(["tools/call", "tools/list", "initialize", "server/discover", "ping"]),
+    params=json_values,
+    request_id=json_values,
+    meta=st.booleans(),
+)
 def test_random_json_rpc_messages_get_a_json_rpc_answer(method: str, params: Any, request_id: Any, meta: bool) -> None:
     if meta and isinstance(params, dict):
         params = {**params, "_meta": MODERN_META}
@@ -77,8 +86,12 @@ class _EchoExecutor:
         return {"status": "ok", "result": {"length": len(code)}}
 
 
-LAB = TcpListener("127.0.0.1", 0, partial(serve_lab_connection, executor=_EchoExecutor(),
-                                          settings=LabSettings(request_timeout=2.0)), name="fuzz-lab")
+LAB = TcpListener(
+    "127.0.0.1",
+    0,
+    partial(serve_lab_connection, executor=_EchoExecutor(), settings=LabSettings(request_timeout=2.0)),
+    name="fuzz-lab",
+)
 
 
 @FUZZ

@@ -19,7 +19,9 @@ def test_request_without_token_gets_401_with_a_bearer_challenge(endpoint: Endpoi
 
 def test_wrong_token_gets_401_and_reaches_no_tool(endpoint: Endpoint) -> None:
     headers = endpoint.headers(Authorization="Bearer not-the-token")
-    status, _, _ = endpoint.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}, headers)
+    status, _, _ = endpoint.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}}, headers
+    )
     assert status == 401
     assert endpoint.tools.calls == []
 
@@ -27,7 +29,9 @@ def test_wrong_token_gets_401_and_reaches_no_tool(endpoint: Endpoint) -> None:
 def test_token_prefix_or_other_scheme_is_not_accepted(endpoint: Endpoint) -> None:
     token = endpoint.token.reveal()
     for value in (f"Bearer {token[:-1]}", f"Basic {token}", token, f"Bearer {token}x"):
-        status, _, _ = endpoint.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, endpoint.headers(Authorization=value))
+        status, _, _ = endpoint.post(
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"}, endpoint.headers(Authorization=value)
+        )
         assert status == 401, value
 
 
@@ -71,5 +75,7 @@ def test_get_is_405_and_other_paths_are_404(endpoint: Endpoint) -> None:
 
 
 def test_non_json_content_type_is_415(endpoint: Endpoint) -> None:
-    status, _, _ = endpoint.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, endpoint.headers(Content_Type="text/plain"))
+    status, _, _ = endpoint.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "ping"}, endpoint.headers(Content_Type="text/plain")
+    )
     assert status == 415

@@ -35,4 +35,3 @@ def test_tools_never_touch_sockets_or_the_network_layer() -> None:
     forbidden = {"socket", "selectors", "http", "urllib", "..net", "ssl", "asyncio"}
     assert not imports & forbidden
     assert not any(name.startswith("..net") for name in imports)
-

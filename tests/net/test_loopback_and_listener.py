@@ -18,7 +18,10 @@ def test_binding_a_non_loopback_address_is_refused(host: str) -> None:
         bind_loopback(host, 0)
 
 
-@pytest.mark.parametrize(("host", "expected"), [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"), ("[::1]", "::1"), ("127.5.5.5", "127.5.5.5")])
+@pytest.mark.parametrize(
+    ("host", "expected"),
+    [("localhost", "127.0.0.1"), ("127.0.0.1", "127.0.0.1"), ("[::1]", "::1"), ("127.5.5.5", "127.5.5.5")],
+)
 def test_loopback_spellings_map_to_numeric_addresses(host: str, expected: str) -> None:
     assert loopback_address(host) == expected
 
@@ -52,8 +55,14 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
 
 def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() -> None:
     release = threading.Event()
-    listener = TcpListener("127.0.0.1", 0, lambda conn: release.wait(10), name="t", max_connections=2,
-                           on_overflow=lambda conn: conn.sendall(b"busy"))
+    listener = TcpListener(
+        "127.0.0.1",
+        0,
+        lambda conn: release.wait(10),
+        name="t",
+        max_connections=2,
+        on_overflow=lambda conn: conn.sendall(b"busy"),
+    )
     try:
         held = [socket.create_connection(listener.address, timeout=5) for _ in range(2)]
         while listener.connection_count < 2:

@@ -6,7 +6,11 @@ from .conftest import Endpoint
 
 
 def _initialize(endpoint: Endpoint, version: str = "2025-11-25") -> str:
-    status, headers, body = endpoint.rpc("initialize", {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}, modern=False)
+    status, headers, body = endpoint.rpc(
+        "initialize",
+        {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+        modern=False,
+    )
     assert status == 200
     assert body["result"]["protocolVersion"] == version
     return headers["mcp-session-id"]
@@ -30,7 +34,9 @@ def test_legacy_requests_need_a_live_session(endpoint: Endpoint) -> None:
     status, _, _ = endpoint.rpc("tools/list", modern=False, Mcp_Session_Id="unknown")
     assert status == 404
     session = _initialize(endpoint)
-    status, _, body = endpoint.rpc("tools/list", modern=False, Mcp_Session_Id=session, MCP_Protocol_Version="2025-11-25")
+    status, _, body = endpoint.rpc(
+        "tools/list", modern=False, Mcp_Session_Id=session, MCP_Protocol_Version="2025-11-25"
+    )
     assert status == 200 and body["result"]["tools"][0]["name"] == "echo"
     assert "resultType" not in body["result"]
 
@@ -121,7 +127,11 @@ def test_malformed_messages_are_32600_or_32602(endpoint: Endpoint) -> None:
 
 
 def test_tools_call_rejects_bad_params_and_unknown_tools(endpoint: Endpoint) -> None:
-    for params, code in (({"name": 3}, -32602), ({"name": "echo", "arguments": [1]}, -32602), ({"name": "nope"}, -32602)):
+    for params, code in (
+        ({"name": 3}, -32602),
+        ({"name": "echo", "arguments": [1]}, -32602),
+        ({"name": "nope"}, -32602),
+    ):
         _, _, body = endpoint.rpc("tools/call", params)
         assert body["error"]["code"] == code, params
 

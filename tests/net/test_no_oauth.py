@@ -45,8 +45,11 @@ def test_a_stale_token_dead_ends_oauth_discovery_with_the_fix_and_opens_no_brows
 
     url = f"http://127.0.0.1:{endpoint.port}/mcp"
     provider = OAuthClientProvider(
-        url, OAuthClientMetadata(redirect_uris=["http://127.0.0.1:9/callback"], client_name="hermes-test"),
-        _MemoryStorage(), redirect_handler=redirect, callback_handler=callback,  # type: ignore[arg-type]
+        url,
+        OAuthClientMetadata(redirect_uris=["http://127.0.0.1:9/callback"], client_name="hermes-test"),
+        _MemoryStorage(),
+        redirect_handler=redirect,
+        callback_handler=callback,  # type: ignore[arg-type]
     )
 
     async def call() -> None:

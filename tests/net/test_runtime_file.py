@@ -22,7 +22,9 @@ def _dead_pid() -> int:
 
 def test_published_file_has_the_three_fields_and_extras(tmp_path: Path) -> None:
     path = tmp_path / "Blender" / "server.json"
-    runtime_file.publish(path, url="http://127.0.0.1:4321", token="t0k", pid=os.getpid(), extra={"blender_version": "5.1.2"})
+    runtime_file.publish(
+        path, url="http://127.0.0.1:4321", token="t0k", pid=os.getpid(), extra={"blender_version": "5.1.2"}
+    )
     record = json.loads(path.read_text())
     assert record["http"] == "http://127.0.0.1:4321" and record["token"] == "t0k" and record["pid"] == os.getpid()
     assert record["blender_version"] == "5.1.2"
