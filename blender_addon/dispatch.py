@@ -8,15 +8,14 @@ loop on the main thread in background mode and Blender-as-a-module (where timers
 from __future__ import annotations
 
 import queue
-import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
 import bpy
 
+from . import log
 from .errors import BridgeStopped, DispatchTimeout
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
@@ -163,7 +162,7 @@ def gui_tick() -> float | None:
     try:
         ran = dispatcher.run_pending(GUI_BUDGET)
     except Exception:
-        traceback.print_exc(file=sys.stderr)
+        log.logger.exception("the timer pump caught an error; it keeps running")
         ran = 1
     now = _clock()
     if ran or dispatcher.pending():

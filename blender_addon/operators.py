@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import bpy
 
 from . import prefs, service
@@ -46,8 +48,6 @@ def auto_start() -> None:
     settings = prefs.preferences()
     if settings is None or not settings.auto_start or service.active() is not None:
         return None
-    try:
+    with contextlib.suppress(BridgeError):  # service.start logged it, and the panel shows it
         service.start(prefs.config())
-    except BridgeError as exc:
-        print(f"hermes_bridge: the bridge did not start: {exc}")
     return None

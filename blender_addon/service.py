@@ -11,9 +11,7 @@ import atexit
 import contextlib
 import datetime
 import os
-import sys
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -22,7 +20,7 @@ from typing import Any
 
 import bpy
 
-from . import dispatch
+from . import dispatch, log
 from .errors import BridgeError, BridgeStopped, DispatchTimeout, PortUnavailable, ToolError, UnknownTool
 from .net import runtime_file
 from .net.auth import Token
@@ -70,6 +68,8 @@ class BridgeConfig:
     """False: execute_blender_code and the Lab listener refuse to run code."""
     gui: bool = False
     """Interactive Blender: the timer pump runs jobs and deferred results are polled; else both are the caller's."""
+    log_file: Path | None = None
+    """None: `hermes_bridge/bridge.log` in Blender's user config folder."""
 
 
 class Bridge:
@@ -78,6 +78,7 @@ class Bridge:
     def __init__(self, config: BridgeConfig, dispatcher: dispatch.Dispatcher) -> None:
         self._config = config
         self._dispatcher = dispatcher
+        self.log_file = log.configure(config.log_file or default_log_file())
         self._token = Token.generate()
         self._pid = os.getpid()
         protocol = McpProtocol(self, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
@@ -163,6 +164,8 @@ class Bridge:
             "addon_version": ADDON_VERSION,
             "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         }
+        if self.log_file is not None:
+            extra["log"] = str(self.log_file)
         if self.lab_address is not None:
             extra["lab"] = self.lab_address
         elif self.lab_error is not None:
@@ -187,6 +190,7 @@ class Bridge:
             if isinstance(outcome, Deferred):
                 outcome = _present(tool, self._poll_deferred(outcome, lambda: True))
         except ToolError as exc:
+            log.logger.info("tool %s failed [%s]: %s", name, exc.state, exc)
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
         except DispatchTimeout as exc:
             return ToolOutcome.error(str(exc), state="busy")
@@ -258,7 +262,11 @@ def _present(tool: Tool, data: Any) -> ToolOutcome:
 
 
 def _log_exception(exc: BaseException) -> None:
-    traceback.print_exception(exc, file=sys.stderr)
+    log.logger.error("internal error", exc_info=exc)
+
+
+def default_log_file() -> Path:
+    return Path(bpy.utils.user_resource("CONFIG", path="hermes_bridge")) / "bridge.log"
 
 
 # --- the process-wide bridge --------------------------------------------------------------
@@ -281,12 +289,18 @@ def start(config: BridgeConfig) -> Bridge:
         bridge = Bridge(config, dispatcher)
     except BridgeError as exc:
         last_error = str(exc)
+        log.logger.error("did not start: %s", exc)
         raise
     last_error = None
     _active = bridge
     if config.gui:
         dispatch.start_gui_pump(dispatcher)
     atexit.register(stop)
+    lab = bridge.lab_address or "off"
+    log.logger.info("started: MCP at %s, runtime file %s, Blender Lab %s", bridge.endpoint, bridge.runtime_file, lab)
+    for warning in (bridge.lab_error, bridge.takeover_note()):
+        if warning:
+            log.logger.warning("%s", warning)
     return bridge
 
 
@@ -298,4 +312,5 @@ def stop() -> None:
         return
     dispatch.stop_gui_pump()
     bridge.close()
+    log.logger.info("stopped: %s", bridge.endpoint)
     atexit.unregister(stop)

@@ -26,6 +26,8 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         layout.label(text="Running", icon="LINKED")
         layout.label(text=bridge.endpoint)
         layout.label(text=f"Runtime file: {bridge.runtime_file}")
+        if bridge.log_file is not None:
+            layout.label(text=f"Log: {bridge.log_file}")
         if bridge.lab_address is not None:
             layout.label(text=f"Blender Lab: {bridge.lab_address}")
         elif bridge.lab_error is not None:

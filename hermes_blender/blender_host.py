@@ -21,8 +21,10 @@ ADDON_MODULE = f"bl_ext.{REPO_MODULE}.{EXTENSION_ID}"
 
 def enable_extension(source: Path, repo_dir: Path) -> ModuleType:
     """Install `source` as extension `hermes_bridge` in a private repository and enable it."""
-    import addon_utils
     import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
+
+    # isort: split
+    import addon_utils
 
     repo_dir.mkdir(parents=True, exist_ok=True)
     target = repo_dir / EXTENSION_ID

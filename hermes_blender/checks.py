@@ -72,7 +72,7 @@ def _server_status(
     elif connect and "BLENDER_MCP_PORT" in server.get("env", {}):
         probe = partial(_lab_round_trip, int(server["env"]["BLENDER_MCP_PORT"]))
     status = compose(name, declaration, host, connect=probe, title=APP_TITLE)
-    return _with_cli_version(status, declaration, host)
+    return _with_log_path(_with_cli_version(status, declaration, host), declaration, host)
 
 
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
@@ -82,10 +82,7 @@ def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
 
 def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
     """What the pinned Blender Lab server will meet on the port mcp.json gives it."""
-    try:
-        record = json.loads(endpoint.runtime_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        record = {}
+    record = _published(endpoint.runtime_file)
     if isinstance(record.get("lab_error"), str):
         raise ToolCallFailed(record["lab_error"])
     published = record.get("lab")
@@ -97,6 +94,26 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
         if "requires a token" in message:
             raise ToolCallFailed("'Require token' is on in Blender, and the pinned Blender Lab server cannot send one")
         raise ToolCallFailed(f"the Blender Lab listener on port {port} answered an error: {message}")
+
+
+def _published(runtime_file: Path) -> dict[str, Any]:
+    """The runtime file's extra fields, or nothing: they inform, they never decide a state."""
+    try:
+        record = json.loads(runtime_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def _with_log_path(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
+    """Where the running Blender logs (its add-on publishes the path), for a bug report or a refusal."""
+    liveness = parse_liveness(declaration.liveness, host.os)
+    if liveness.spec is None or not any(c.name == "runtime file" and c.ok for c in status.checks):
+        return status
+    path = _published(host.expand_path(liveness.spec.path)).get("log")
+    if not isinstance(path, str):
+        return status
+    return replace(status, checks=(*status.checks, Check("Blender log", None, path)))
 
 
 def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:

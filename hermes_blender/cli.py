@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
@@ -56,6 +57,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (0 = any free port)")
     serve.add_argument("--lab-port", type=int, default=9876, help="Blender Lab listener port (default 9876, 0 = any)")
     serve.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
+    serve.add_argument(
+        "--log-file", type=Path, default=_default_serve_log(), help="where Blender's log is kept (default: %(default)s)"
+    )
     _runtime_file_option(serve)
     serve.set_defaults(handler=_serve)
 
@@ -114,10 +118,13 @@ def _serve(args: argparse.Namespace) -> int:
     _require_bpy()
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
-    with HeadlessBlender(runtime_file, blend=args.blend, port=args.port, lab_port=lab_port) as blender:
+    with HeadlessBlender(
+        runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file
+    ) as blender:
         endpoint = blender.endpoint
         assert endpoint is not None
         _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
+        _progress(f"log: {blender.log_path}")
         _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
         try:
             code = _wait_for_exit(blender)
@@ -240,6 +247,11 @@ def _require_bpy() -> None:
             "Blender-as-a-module (bpy 5.1, Python 3.13) is not installed for this Python: install "
             "'hermes-blender[blender]', or run `uv run hermes-blender ...` in a checkout"
         )
+
+
+def _default_serve_log() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "hermes-blender" / "serve.log"
 
 
 def _expand(path: str) -> Path:

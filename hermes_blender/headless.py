@@ -32,12 +32,14 @@ class HeadlessBlender:
         port: int = 0,
         lab_port: int | None = None,
         startup_timeout: float = 120.0,
+        log_file: Path | None = None,
     ) -> None:
         self.runtime_file = runtime_file
         self._blend = blend
         self._port = port
         self._lab_port = lab_port
         self._startup_timeout = startup_timeout
+        self._log_file = log_file
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
         self._process: subprocess.Popen[bytes] | None = None
         self.endpoint: LiveEndpoint | None = None
@@ -50,7 +52,8 @@ class HeadlessBlender:
 
     @property
     def log_path(self) -> Path:
-        return Path(self._workdir.name) / "blender.log"
+        """Blender's console (the bridge logs there too); a temp file unless the caller chose where it is kept."""
+        return self._log_file or Path(self._workdir.name) / "blender.log"
 
     def start(self) -> LiveEndpoint:
         if not (ADDON_SOURCE / "blender_manifest.toml").is_file():
@@ -72,7 +75,8 @@ class HeadlessBlender:
         command += ["--", "--port", str(self._port), "--runtime-file", str(self.runtime_file), "--stop-on-stdin-eof"]
         command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         env = {**os.environ, "BLENDER_USER_RESOURCES": str(work / "user"), "PYTHONUNBUFFERED": "1"}
-        log = self.log_path.open("wb")
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
         try:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work

@@ -17,8 +17,10 @@ def main(argv: list[str]) -> int:
     if "--version" in argv[: argv.index("--") if "--" in argv else len(argv)]:
         print(f"Blender {importlib.metadata.version('bpy')}\n\tbuild: bpy module (blender_launcher)")
         return 0
-    import addon_utils
     import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
+
+    # isort: split
+    import addon_utils
 
     sys.argv = [sys.argv[0], *argv]  # scripts see Blender's whole command line, as in Blender
     exit_code_on_error = 0

@@ -7,11 +7,16 @@ for a bounded time and never blocks anyone else.
 
 from __future__ import annotations
 
+import logging
 import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
+
+from .loopback import peer_port
+
+log = logging.getLogger("hermes_bridge.net")
 
 
 @dataclass(frozen=True)
@@ -87,13 +92,25 @@ def serve_http_connection(conn: socket.socket, app: App, limits: HttpLimits) -> 
         except _PeerGone:
             return
         except _Reject as rejection:
+            _log_refusal(conn, rejection.response)
             _send(conn, rejection.response)
             return
         response = app(request)
         response.close = response.close or _wants_close(request)
+        if response.status in _REFUSALS:
+            _log_refusal(conn, response)
         _send(conn, response)
         if response.close:
             return
+
+
+_REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 505})
+
+
+def _log_refusal(conn: socket.socket, response: Response) -> None:
+    """Our own reason text and the peer's port: never a header value, a token or a body."""
+    reason = response.body.decode("utf-8", "replace").strip()
+    log.warning("refused HTTP %d from peer port %s: %s", response.status, peer_port(conn), reason)
 
 
 def _send(conn: socket.socket, response: Response) -> None:

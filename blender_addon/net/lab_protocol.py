@@ -9,6 +9,7 @@ NUL) get a fast, explanatory error instead of a silent wait.
 from __future__ import annotations
 
 import json
+import logging
 import socket
 import time
 from collections.abc import Callable
@@ -17,6 +18,9 @@ from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
+from .loopback import peer_port
+
+log = logging.getLogger("hermes_bridge.net")
 
 _HTTP_METHODS = (
     b"GET ",
@@ -97,6 +101,7 @@ def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: La
     if settings.token is not None:
         candidate = request.get("token")
         if not isinstance(candidate, str) or not settings.token.matches(candidate):
+            log.warning("refused a Blender Lab request without the required token from peer port %s", peer_port(conn))
             return encode(
                 error_envelope(
                     "This Blender requires a token on the Blender Lab port (preference 'Require token'): send the "

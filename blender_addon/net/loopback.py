@@ -72,3 +72,11 @@ def describe_bind_error(address: str, port: int, exc: OSError) -> str:
             "excludedportrange protocol=tcp`); choose another port"
         )
     return f"cannot listen on {address}:{port}: {exc.strerror or exc}"
+
+
+def peer_port(conn: socket.socket) -> int | str:
+    """The client's port, for logs ("?" once it has gone): enough to match a refusal to a process."""
+    try:
+        return conn.getpeername()[1]
+    except (OSError, IndexError):
+        return "?"

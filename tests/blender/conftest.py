@@ -18,8 +18,10 @@ from hermes_blender.resources import ADDON_SOURCE
 
 @pytest.fixture(scope="session")
 def addon() -> Iterator[ModuleType]:
-    import addon_utils
     import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
+
+    # isort: split
+    import addon_utils
 
     bpy.ops.wm.read_homefile(use_factory_startup=True)
     with tempfile.TemporaryDirectory(prefix="hermes-ext-") as repo:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from types import ModuleType
 
+import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
+
+# isort: split
 import addon_utils
-import bpy
 
 from hermes_blender.blender_host import ADDON_MODULE
 

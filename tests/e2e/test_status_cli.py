@@ -160,4 +160,5 @@ def test_lab_listener_on_another_port_than_mcp_json_names_is_explained(
     machine.point_blender_lab_at(1)
     code, payload, _ = machine.status("--json", "--server", "blender_lab")
     assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}
-    assert "connects to port 1" in payload["servers"][0]["checks"][-1]["detail"]
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert "connects to port 1" in checks["MCP round trip"]["detail"]
