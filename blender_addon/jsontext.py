@@ -7,6 +7,7 @@ and sent verbatim: the reply around it is encoded without encoding that data aga
 from __future__ import annotations
 
 import json
+import secrets
 from typing import Any
 
 
@@ -26,21 +27,22 @@ payload around it is small, the data inside it never walked."""
 def encode(payload: Any) -> bytes:
     """`payload` as UTF-8 JSON, with RawJson dict values (up to SPLICE_DEPTH deep) spliced in verbatim."""
     raws: list[RawJson] = []
-    shell = _swap(payload, raws, SPLICE_DEPTH)
+    nonce = secrets.token_hex(16)  # per call: a client cannot guess it, so no value it sends can collide
+    shell = _swap(payload, raws, SPLICE_DEPTH, nonce)
     text = dumps(shell)
     for index, raw in enumerate(raws):
-        text = text.replace(dumps(_marker(index)), raw, 1)
+        text = text.replace(dumps(_marker(nonce, index)), raw, 1)
     return text.encode("utf-8")
 
 
-def _marker(index: int) -> str:
-    return f"\u0000raw-json-{index}\u0000"  # NUL cannot survive encoding unescaped, so no value collides
+def _marker(nonce: str, index: int) -> str:
+    return f"\u0000raw-json-{nonce}-{index}\u0000"
 
 
-def _swap(value: Any, raws: list[RawJson], depth: int) -> Any:
+def _swap(value: Any, raws: list[RawJson], depth: int, nonce: str) -> Any:
     if isinstance(value, RawJson):
         raws.append(value)
-        return _marker(len(raws) - 1)
+        return _marker(nonce, len(raws) - 1)
     if isinstance(value, dict) and depth > 0:
-        return {key: _swap(item, raws, depth - 1) for key, item in value.items()}
+        return {key: _swap(item, raws, depth - 1, nonce) for key, item in value.items()}
     return value

@@ -7,6 +7,7 @@ import socket
 from functools import partial
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -120,3 +121,9 @@ def test_spliced_json_equals_json_encoded_in_one_piece(inner: Any, outer: dict[s
 def test_deeply_nested_json_on_the_lab_port_is_an_error_reply() -> None:
     reply = _exchange(LAB.address[1], b'{"a":' * 200_000 + b"1" + b"}" * 200_000 + b"\0", half_close=False)
     assert json.loads(reply.rstrip(b"\0")) == {"status": "error", "message": "Invalid JSON request: nested too deeply"}
+
+
+@pytest.mark.parametrize("forged", ["\x00raw-json-0\x00", "\x00raw-json-00000000000000000000000000000000-0\x00"])
+def test_a_value_shaped_like_a_splice_marker_is_never_replaced(forged: str) -> None:
+    payload = {"id": forged, "result": RawJson('{"spliced":true}')}
+    assert json.loads(encode(payload)) == {"id": forged, "result": {"spliced": True}}

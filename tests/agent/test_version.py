@@ -1,0 +1,36 @@
+"""One version: pyproject's, held equal everywhere a user or Blender reads one."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import tomllib
+
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+
+VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+# Read as text: importing service.py would import bpy into the agent-side tests.
+ADDON_VERSION = re.search(
+    r'^ADDON_VERSION = "([^"]+)"$', (REPO_ROOT / "blender_addon" / "service.py").read_text(), re.M
+)
+
+
+def test_every_copy_of_the_version_equals_pyprojects() -> None:
+    manifest = tomllib.loads((REPO_ROOT / "blender_addon" / "blender_manifest.toml").read_text())
+    plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
+    assert {
+        "manifest": manifest["version"],
+        "plugin.json": plugin["version"],
+        "add-on": ADDON_VERSION and ADDON_VERSION[1],
+    } == {
+        "manifest": VERSION,
+        "plugin.json": VERSION,
+        "add-on": VERSION,
+    }
+
+
+def test_the_command_prints_the_version() -> None:
+    run = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "--version"], capture_output=True, text=True)
+    assert run.returncode == 0 and re.fullmatch(rf"hermes-blender {re.escape(VERSION)}\s*", run.stdout)
