@@ -94,6 +94,10 @@ class Dispatcher:
     def pending(self) -> bool:
         return not self._queue.empty()
 
+    def queued(self) -> int:
+        """How many jobs wait for the main thread (approximate while threads submit)."""
+        return self._queue.qsize()
+
     def run_pending(self, budget: float) -> int:
         """Run queued jobs until the queue is empty or `budget` seconds are used (main thread only)."""
         deadline = time.monotonic() + budget

@@ -147,9 +147,13 @@ class Bridge:
         return f"Replaced a stale runtime file left by a process that has exited (pid {publication.replaced_pid})."
 
     def close(self) -> None:
-        """Stop listening, release waiting jobs and withdraw the runtime file if it is still ours."""
-        self._stop_listeners()
+        """Release waiting jobs, stop listening and withdraw the runtime file if it is still ours.
+
+        Jobs first: a connection thread waiting on a queued job then answers its client with a
+        clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
+        """
         self._dispatcher.close()
+        self._stop_listeners()
         runtime_file.withdraw(self.runtime_file, url=self.url, pid=self._pid)
 
     def _stop_listeners(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import selectors
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 from .loopback import bind_loopback
@@ -53,18 +54,23 @@ class TcpListener:
             return len(self._connections)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop accepting, close every open connection and join all threads. Idempotent."""
+        """Stop accepting, end every connection and join all threads within one overall deadline. Idempotent.
+
+        Connections are shut for reading only: an idle one ends at once, while one that is
+        writing its last answer (e.g. "the bridge is stopping") still delivers it.
+        """
         if self._stopping.is_set():
             return
+        deadline = time.monotonic() + timeout
         self._stopping.set()
         self._wake_w.send(b"x")
         self._accept_thread.join(timeout)
         with self._lock:
             connections = list(self._connections.items())
         for conn, _ in connections:
-            _shutdown(conn)
+            _shutdown(conn, socket.SHUT_RD)
         for _, thread in connections:
-            thread.join(timeout)
+            thread.join(max(0.0, deadline - time.monotonic()))
         for sock in (self._sock, self._wake_r, self._wake_w):
             sock.close()
 
@@ -113,8 +119,8 @@ class TcpListener:
             conn.close()
 
 
-def _shutdown(conn: socket.socket) -> None:
+def _shutdown(conn: socket.socket, how: int = socket.SHUT_RDWR) -> None:
     try:
-        conn.shutdown(socket.SHUT_RDWR)
+        conn.shutdown(how)
     except OSError:
         pass

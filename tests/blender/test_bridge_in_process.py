@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 import urllib.request
 from pathlib import Path
 from types import ModuleType
@@ -104,3 +106,33 @@ def test_starting_again_replaces_the_running_bridge_and_its_file(service: Module
     assert json.loads(path.read_text())["http"] == second.url
     service.stop()
     assert not path.exists()
+
+
+def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_holding_blender(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    """Nobody pumps here, so four calls wait in the queue when the bridge is stopped."""
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    answers: list[Any] = []
+
+    def client() -> None:
+        try:
+            answers.append(_call(bridge, "get_objects_summary"))
+        except OSError as exc:  # a reset or a cut answer: what the old close order gave
+            answers.append(exc)
+
+    clients = [threading.Thread(target=client) for _ in range(4)]
+    for thread in clients:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while bridge.dispatcher.queued() < 4:
+        assert time.monotonic() < deadline, "the four calls never reached the queue"
+        time.sleep(0.01)
+    service.stop()
+    still_serving = [t.name for t in threading.enumerate() if t.name.startswith("hermes-mcp")]
+    for thread in clients:
+        thread.join(30)
+    assert still_serving == []  # stop() returned with every connection answered and ended, none left behind
+    assert [answer["isError"] and json.loads(answer["content"][0]["text"])["state"] for answer in answers] == [
+        "stopped"
+    ] * 4
