@@ -166,8 +166,10 @@ def _read_request(reader: _Reader, limits: HttpLimits) -> Request:
             reader.fill(deadline)
     except TimeoutError as exc:
         raise _Reject(Response.text(408, "the request was not received in time", close=True)) from exc
-    except OSError as exc:
-        raise _PeerGone from exc  # truncated: the client closed before the request was complete
+    except OSError as exc:  # truncated: a half-closed client can still read why nothing was done
+        raise _Reject(
+            Response.text(400, "the connection closed before the request was complete; nothing was run", close=True)
+        ) from exc
     body = bytes(reader.buffer[:length])
     del reader.buffer[:length]
     return Request(method, target, version, headers, body)
@@ -195,7 +197,7 @@ def _content_length(headers: dict[str, str], limits: HttpLimits) -> int:
     if "transfer-encoding" in headers:
         raise _Reject(Response.text(501, "chunked request bodies are not supported; send Content-Length", close=True))
     raw = headers.get("content-length", "0")
-    if not raw.isdigit():
+    if not (raw.isascii() and raw.isdigit()):  # '²'.isdigit() is True, and int('²') raises
         raise _Reject(Response.text(400, "invalid Content-Length", close=True))
     length = int(raw)
     if length > limits.max_body_bytes:
