@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import signal
 import socket
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.errors import HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
 from hermes_blender.headless import HeadlessBlender
+from tests.conftest import PLUGIN_ROOT
 
 
 class Decoy:
@@ -69,8 +72,41 @@ def test_killed_blender_leaves_a_stale_file_that_reads_as_app_not_running(own_bl
 
 
 def test_missing_runtime_file_never_falls_back(tmp_path: Path) -> None:
-    decoy = Decoy()  # stands for the static placeholder URL in mcp.json
-    _assert_unavailable_without_dialing(tmp_path / "server.json", decoy, "app_not_running")
+    """`status` reads mcp.json, so it knows the placeholder URL: here the decoy is that URL."""
+    decoy = Decoy()
+    plugin = tmp_path / "plugin"
+    plugin.mkdir()
+    shutil.copy(PLUGIN_ROOT / "plugin.json", plugin)
+    mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())
+    mcp["mcpServers"]["blender"]["url"] = f"http://127.0.0.1:{decoy.port}/mcp"
+    (plugin / "mcp.json").write_text(json.dumps(mcp))
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "blender").write_text("#!/bin/sh\necho 'Blender 5.1.2'\n")
+    (bin_dir / "blender").chmod(0o755)
+    env = {**os.environ, "HOME": str(tmp_path), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    try:
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "hermes_blender.cli",
+                "status",
+                "--plugin-dir",
+                str(plugin),
+                "--server",
+                "blender",
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        assert run.returncode == 3 and json.loads(run.stdout)["servers"][0]["state"] == "app_not_running"
+        assert not decoy.was_dialed()
+    finally:
+        decoy.close()
 
 
 def test_a_stale_token_is_a_clear_401_message_without_the_token(own_blender: HeadlessBlender) -> None:
