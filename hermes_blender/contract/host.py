@@ -106,11 +106,16 @@ def _interactive_session() -> bool:
         return _windows_interactive_session()
     if sys.platform == "darwin":
         return True  # no subprocess-free way to ask; Hermes assumes yes
+    return linux_interactive_session(Path("/"), os.getuid())
+
+
+def linux_interactive_session(root: Path, uid: int) -> bool:
+    """Hermes's Linux rule: a login session id (not the unset 4294967295) and a /run/user/<uid> folder."""
     try:
-        session = Path("/proc/self/sessionid").read_text().strip()
+        session = (root / "proc/self/sessionid").read_text().strip()
     except OSError:
         return False
-    return bool(session) and session != "4294967295" and Path(f"/run/user/{os.getuid()}").is_dir()
+    return bool(session) and session != "4294967295" and (root / f"run/user/{uid}").is_dir()
 
 
 def _windows_interactive_session() -> bool:
@@ -140,6 +145,8 @@ class HostFacts:
     read_plist: Callable[[Path], Mapping[str, Any]] = _read_plist
     read_pe_version: Callable[[Path], str | None] = read_pe_version
     interactive_session: Callable[[], bool] = _interactive_session
+    system_root: Path = Path("/")
+    """Where system-wide install folders are looked up (/Applications, Flatpak, Snap); tests point it elsewhere."""
 
     def home(self) -> str | None:
         return self.env.get("USERPROFILE") if self.os == "win32" else self.env.get("HOME")

@@ -70,13 +70,13 @@ def _candidates(location: AppLocation, host: HostFacts) -> Iterator[Path]:
             if entry.display_name.startswith(location.value) and folder and not folder.startswith("\\\\"):
                 yield Path(folder) / location.file
     elif location.kind == "app_bundle":
-        yield Path("/Applications") / location.value
+        yield host.system_root / "Applications" / location.value
         yield home / "Applications" / location.value
     elif location.kind == "flatpak":
-        yield Path("/var/lib/flatpak/exports/bin") / location.value
+        yield host.system_root / "var/lib/flatpak/exports/bin" / location.value
         yield home / ".local/share/flatpak/exports/bin" / location.value
     elif location.kind == "snap":
-        yield Path("/snap/bin") / location.value
+        yield host.system_root / "snap/bin" / location.value
 
 
 def _absolute(text: str) -> bool:

@@ -78,7 +78,7 @@ def test_availability_is_a_state_not_a_boolean() -> None:
 
 
 def test_macos_missing_then_present_then_version_gated(tmp_path: Path) -> None:
-    host = HostFacts(os="darwin", env={"HOME": str(tmp_path)})
+    host = HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)
     declaration = _blender_declaration()
     assert _check(declaration, host).state == "missing_app"
     bundle = _bundle(tmp_path, "4.5.3")
@@ -88,6 +88,20 @@ def test_macos_missing_then_present_then_version_gated(tmp_path: Path) -> None:
     assert _check(declaration, host).state == "available"
     (bundle / "Contents" / "Info.plist").write_bytes(b"not a plist")
     assert _check(declaration, host).state == "version_too_old"  # unreadable version fails closed
+
+
+def test_system_wide_folders_come_from_the_stated_host_root_never_the_real_machine(tmp_path: Path) -> None:
+    home, root = tmp_path / "home", tmp_path / "root"
+    mac = HostFacts(os="darwin", env={"HOME": str(home)}, system_root=root)
+    assert _check(_blender_declaration(), mac).state == "missing_app"
+    _bundle(root, "5.1.2")  # root/Applications/Blender.app
+    assert _check(_blender_declaration(), mac).path == root / "Applications" / "Blender.app"
+    linux = HostFacts(os="linux", env={"HOME": str(home), "PATH": ""}, system_root=root)
+    snap = root / "snap" / "bin" / "blender"
+    snap.parent.mkdir(parents=True)
+    snap.write_text("#!/bin/sh\n")
+    snap.chmod(0o755)
+    assert _check(_blender_declaration(), linux).path == snap
 
 
 def test_windows_registry_location_and_pe_version(tmp_path: Path) -> None:
@@ -144,25 +158,31 @@ def test_unexpanded_windows_variables_are_missing_on_posix_even_when_the_cwd_hol
             "requires": {"app": True},
         },
     )
-    assert _check(declaration, HostFacts(os="linux", env={"HOME": str(tmp_path)})).state == "missing_app"
+    assert (
+        _check(declaration, HostFacts(os="linux", env={"HOME": str(tmp_path)}, system_root=tmp_path)).state
+        == "missing_app"
+    )
 
 
 def test_linux_finds_the_command_on_path_then_flatpak_and_snap(tmp_path: Path) -> None:
     blender = _executable(tmp_path / "bin" / "blender")
-    host = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")})
+    host = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")}, system_root=tmp_path)
     found = _check(_blender_declaration(), host)
     assert (found.state, found.path, found.version) == ("available", blender, None)  # no version source on Linux
     flatpak = _executable(tmp_path / ".local/share/flatpak/exports/bin/org.blender.Blender")
-    host_without_path = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""})
+    host_without_path = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}, system_root=tmp_path)
     assert _check(_blender_declaration(), host_without_path).path == flatpak
 
 
 def test_a_directory_is_not_an_executable_and_a_bundle_needs_its_info_plist(tmp_path: Path) -> None:
     (tmp_path / "bin" / "blender").mkdir(parents=True)
-    host = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")})
+    host = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": str(tmp_path / "bin")}, system_root=tmp_path)
     assert _check(_blender_declaration(), host).state == "missing_app"
     (tmp_path / "Applications" / "Blender.app").mkdir(parents=True)
-    assert _check(_blender_declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)})).state == "missing_app"
+    assert (
+        _check(_blender_declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)).state
+        == "missing_app"
+    )
 
 
 @pytest.mark.parametrize(

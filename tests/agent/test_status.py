@@ -11,7 +11,7 @@ import pytest
 
 from hermes_blender.contract.declaration import parse_server_declaration
 from hermes_blender.contract.gate import catalog_refusal, install_refusals
-from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.host import HostFacts, linux_interactive_session
 from hermes_blender.contract.liveness import LiveEndpoint
 from hermes_blender.contract.package import load_plugin
 from hermes_blender.contract.status import State, compose, describe
@@ -41,6 +41,7 @@ def _linux_host(tmp_path: Path, *, alive: bool = True, interactive: bool = True)
         env={"HOME": str(tmp_path), "PATH": str(bin_dir)},
         pid_alive=lambda pid: alive,
         interactive_session=lambda: interactive,
+        system_root=tmp_path,
     )
 
 
@@ -67,7 +68,9 @@ def test_version_too_old_names_found_and_required_versions(tmp_path: Path) -> No
     bundle = tmp_path / "Applications" / "Blender.app" / "Contents"
     bundle.mkdir(parents=True)
     (bundle / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.0"}))
-    status = compose("blender", _declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)}))
+    status = compose(
+        "blender", _declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)
+    )
     assert status.state == "version_too_old" and status.retry == "after_user_action"
     assert (
         status.sentence
@@ -76,7 +79,9 @@ def test_version_too_old_names_found_and_required_versions(tmp_path: Path) -> No
 
 
 def test_missing_app_says_where_it_looked(tmp_path: Path) -> None:
-    status = compose("blender", _declaration(), HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}))
+    status = compose(
+        "blender", _declaration(), HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}, system_root=tmp_path)
+    )
     assert status.state == "missing_app"
     assert "'blender' on PATH" in status.checks[0].detail and "flatpak org.blender.Blender" in status.checks[0].detail
 
@@ -146,7 +151,12 @@ def test_invalid_liveness_degrades_to_static_with_a_warning(tmp_path: Path) -> N
 
 
 def test_title_is_preferred_over_the_server_slug(tmp_path: Path) -> None:
-    status = compose("blender_lab", _declaration(), HostFacts(os="linux", env={"PATH": ""}), title="Blender")
+    status = compose(
+        "blender_lab",
+        _declaration(),
+        HostFacts(os="linux", env={"PATH": ""}, system_root=Path("/nonexistent")),
+        title="Blender",
+    )
     assert status.sentence == "Blender is not installed. Install Blender, then try again."
     assert status.payload()["app"]["name"] == "blender_lab"
 
@@ -161,7 +171,9 @@ def test_token_never_appears_in_any_status_output(tmp_path: Path) -> None:
 def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp_path: Path) -> None:
     package = load_plugin(PLUGIN_ROOT)
     assert install_refusals(package, _linux_host(tmp_path)) == []
-    missing = install_refusals(package, HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}))
+    missing = install_refusals(
+        package, HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}, system_root=tmp_path)
+    )
     assert missing == [
         f"Plugin 'blender-bridge' server '{s}' is unavailable: missing_app." for s in ("blender", "blender_lab")
     ]
@@ -170,7 +182,7 @@ def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp
     contents = tmp_path / "Applications" / "Blender.app" / "Contents"
     contents.mkdir(parents=True)
     (contents / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.2"}))
-    old = install_refusals(package, HostFacts(os="darwin", env={"HOME": str(tmp_path)}))
+    old = install_refusals(package, HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path))
     assert old[0] == "Plugin 'blender-bridge' server 'blender' is unavailable: version_too_old, found version 4.5.2."
 
 
@@ -196,5 +208,16 @@ def _never(endpoint: LiveEndpoint) -> None:
     raise AssertionError(f"must not connect to {endpoint.url}")
 
 
-def test_real_interactive_session_check_answers_a_boolean() -> None:
-    assert HostFacts().interactive_session() in (True, False)
+@pytest.mark.parametrize(
+    ("session_id", "run_user", "interactive"),
+    [("3", True, True), ("4294967295", True, False), ("", True, False), ("3", False, False), (None, True, False)],
+)
+def test_linux_interactive_session_needs_a_login_session_and_a_run_user_folder(
+    tmp_path: Path, session_id: str | None, run_user: bool, interactive: bool
+) -> None:
+    if session_id is not None:
+        (tmp_path / "proc/self").mkdir(parents=True)
+        (tmp_path / "proc/self/sessionid").write_text(session_id)
+    if run_user:
+        (tmp_path / "run/user/1000").mkdir(parents=True)
+    assert linux_interactive_session(tmp_path, 1000) is interactive
