@@ -131,6 +131,11 @@ class Bridge:
         return f"{host}:{port}"
 
     @property
+    def open_connections(self) -> int:
+        """Clients connected right now, on both listeners (shown in the panel)."""
+        return sum(listener.connection_count for listener in (self._listener, self._lab) if listener is not None)
+
+    @property
     def dispatcher(self) -> dispatch.Dispatcher:
         return self._dispatcher
 

@@ -25,6 +25,7 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
             return
         layout.label(text="Running", icon="LINKED")
         layout.label(text=bridge.endpoint)
+        layout.label(text=f"Clients connected: {bridge.open_connections}")
         layout.label(text=f"Runtime file: {bridge.runtime_file}")
         if bridge.log_file is not None:
             layout.label(text=f"Log: {bridge.log_file}")

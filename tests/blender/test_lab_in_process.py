@@ -41,15 +41,31 @@ def _lab_port(bridge: Any) -> int:
     return int(bridge.lab_address.rsplit(":", 1)[1])
 
 
+def _wait_for(condition: Callable[[], bool], failure: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.005)
+
+
 def _pump_gui_while(client: Callable[[], Any]) -> Any:
     """Run `client` on a thread while this thread plays Blender's event loop, calling the timer."""
     dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
     box: dict[str, Any] = {}
-    thread = threading.Thread(target=lambda: box.update(value=client()))
+
+    def target() -> None:
+        try:
+            box["value"] = client()
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
     thread.start()
     while thread.is_alive():
         dispatch.gui_tick()
         time.sleep(0.002)
+    if "error" in box:
+        raise box["error"]
     return box["value"]
 
 
@@ -65,19 +81,18 @@ def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_reques
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
     port = _lab_port(bridge)
 
-    def leave_then_ask() -> dict[str, Any]:
+    def leave_then_ask() -> tuple[dict[str, Any], int]:
         with socket.create_connection(("127.0.0.1", port)) as sock:
             sock.sendall(json.dumps({"type": "execute", "code": NEVER, "strict_json": True}).encode() + b"\0")
-            deadline = time.monotonic() + 10
-            while bpy.app.driver_namespace.get("polls", 0) < 2 and time.monotonic() < deadline:
-                time.sleep(0.01)
-        time.sleep(0.3)  # the bridge notices the hang-up on its next poll
-        polls_after_leaving = bpy.app.driver_namespace["polls"]
-        time.sleep(0.3)
-        assert bpy.app.driver_namespace["polls"] <= polls_after_leaving + 1  # polling stopped: no replay
-        return lab_execute(port, "result = {'next': True}")
+            _wait_for(lambda: bpy.app.driver_namespace.get("polls", 0) >= 2, "the deferred job was never polled")
+        _wait_for(lambda: bridge.open_connections == 0, "the bridge never noticed the client leave")
+        polls_after_leaving = bpy.app.driver_namespace["polls"]  # its handler has returned: no poll can follow
+        answer = lab_execute(port, "result = {'next': True}")
+        return answer, bpy.app.driver_namespace["polls"] - polls_after_leaving
 
-    assert _pump_gui_while(leave_then_ask) == {"status": "ok", "result": {"next": True}}
+    answer, polls_since_leaving = _pump_gui_while(leave_then_ask)
+    assert answer == {"status": "ok", "result": {"next": True}}
+    assert polls_since_leaving == 0  # dropped, never replayed
 
 
 def test_require_token_refuses_requests_without_the_runtime_files_token(service: ModuleType, tmp_path: Path) -> None:

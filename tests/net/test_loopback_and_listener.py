@@ -55,18 +55,23 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
 
 def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() -> None:
     release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def hold(conn: socket.socket) -> None:
+        entered.release()
+        release.wait(10)
+
     listener = TcpListener(
         "127.0.0.1",
         0,
-        lambda conn: release.wait(10),
+        hold,
         name="t",
         max_connections=2,
         on_overflow=lambda conn: conn.sendall(b"busy"),
     )
     try:
         held = [socket.create_connection(listener.address, timeout=5) for _ in range(2)]
-        while listener.connection_count < 2:
-            pass
+        assert entered.acquire(timeout=5) and entered.acquire(timeout=5), "the two held connections never started"
         with socket.create_connection(listener.address, timeout=5) as extra:
             assert extra.recv(10) == b"busy"
         release.set()
