@@ -6,6 +6,7 @@ import atexit
 import os
 import shutil
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,6 +20,8 @@ os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ROOT = REPO_ROOT / "hermes_plugin"
+VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
+"""The one version (tests/agent/test_version.py holds every other copy equal to it)."""
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -8,9 +8,8 @@ import subprocess
 import sys
 import tomllib
 
-from tests.conftest import PLUGIN_ROOT, REPO_ROOT
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT, VERSION
 
-VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 # Read as text: importing service.py would import bpy into the agent-side tests.
 ADDON_VERSION = re.search(
     r'^ADDON_VERSION = "([^"]+)"$', (REPO_ROOT / "blender_addon" / "service.py").read_text(), re.M
@@ -29,6 +28,12 @@ def test_every_copy_of_the_version_equals_pyprojects() -> None:
         "plugin.json": VERSION,
         "add-on": VERSION,
     }
+
+
+def test_the_readme_names_the_zip_of_this_version() -> None:
+    readme = (REPO_ROOT / "README.md").read_text()
+    assert f"hermes_bridge-{VERSION}.zip" in readme
+    assert not [name for name in re.findall(r"hermes_bridge-([0-9.]+)\.zip", readme) if name != VERSION]
 
 
 def test_the_command_prints_the_version() -> None:

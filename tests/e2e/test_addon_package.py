@@ -14,6 +14,7 @@ from pathlib import Path
 from hermes_blender.addon_package import build_addon
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
+from tests.conftest import VERSION
 
 SERVE_INSTALLED = """
 import importlib, sys, bpy, addon_utils
@@ -28,7 +29,7 @@ sys.exit(cli.run(["--runtime-file", sys.argv[1], "--no-lab", "--stop-on-stdin-eo
 
 def test_the_built_zip_passes_blenders_validator_and_holds_only_the_addon(tmp_path: Path) -> None:
     zip_path = build_addon(tmp_path)
-    assert zip_path.name == "hermes_bridge-0.1.0.zip"
+    assert zip_path.name == f"hermes_bridge-{VERSION}.zip"
     names = zipfile.ZipFile(zip_path).namelist()
     assert "blender_manifest.toml" in names and "net/lab_protocol.py" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
