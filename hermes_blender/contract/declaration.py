@@ -2,15 +2,16 @@
 
 Strict models of `extensions."com.nousresearch.hermes".servers.<name>` following the Hermes
 line that reads location lists. Every error names the rule it broke, in Hermes's words, so a
-failing `hermes-blender validate` reads like the refusal Hermes itself would give.
+failing `hermes-blender validate` reads like the refusal Hermes itself would give. The models
+are frozen dataclasses built by small parse functions, as Hermes's own `hermes_platform` does:
+the rules are Hermes's, so no schema library's messages stand between them and the user.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from dataclasses import dataclass
+from typing import Any, Literal, cast
 
 from ..errors import ContractError
 
@@ -35,11 +36,11 @@ _VERSION = re.compile(r"\d+(\.\d+)*")
 _WINDOWS_ROOT = re.compile(r"[A-Za-z]:[\\/]")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True)
+Presence = Literal["executable", "bundle"]
 
 
-class AppLocation(_Frozen):
+@dataclass(frozen=True)
+class AppLocation:
     """One place to look: a path (`*` matches a versioned folder part) or a location kind."""
 
     kind: str
@@ -47,57 +48,27 @@ class AppLocation(_Frozen):
     file: str = ""
 
 
-class AppBlock(_Frozen):
+@dataclass(frozen=True)
+class AppBlock:
     """Where the application lives on one OS, and how to read its version."""
 
     os: OsKey
-    presence: Literal["executable", "bundle"]
+    presence: Presence
     locations: tuple[AppLocation, ...]
     version_kind: str = "none"
     version_arg: str = ""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _parse(cls, raw: Any) -> Any:
-        if not isinstance(raw, dict) or "os" not in raw:
-            raise ValueError("must be a mapping")
-        osf = raw["os"]
-        block = raw.get("block")
-        if not isinstance(block, dict):
-            raise ValueError(f"'app.{osf}' must be a mapping")
-        presence = block.get("presence")
-        if presence not in PRESENCES:
-            raise ValueError(f"app.{osf}.presence must be one of {PRESENCES}")
-        location = block.get("location")
-        if isinstance(location, str):
-            locations = [_location(osf, presence, f"app.{osf}.location", location)]
-        elif isinstance(location, list) and location:
-            locations = [_location(osf, presence, f"app.{osf}.location[{i}]", item) for i, item in enumerate(location)]
-        else:
-            raise ValueError(f"app.{osf}.location is required")
-        version = block.get("version") or {"kind": "none"}
-        if not isinstance(version, dict):
-            raise ValueError(f"'app.{osf}.version' must be a mapping")
-        kind = version.get("kind", "none")
-        if kind not in VERSION_KINDS:
-            raise ValueError(f"app.{osf}.version.kind must be one of {sorted(VERSION_KINDS)}")
-        only_on = VERSION_KINDS[kind]
-        if only_on and only_on != osf:
-            raise ValueError(f"app.{osf}.version.kind {kind!r} is only valid under app.{only_on}")
-        prefix = str(version.get("display_name_prefix") or "")
-        if kind == "uninstall_registry" and not prefix:
-            raise ValueError(f"app.{osf}.version.display_name_prefix is required for uninstall_registry")
-        return {"os": osf, "presence": presence, "locations": locations, "version_kind": kind, "version_arg": prefix}
 
-
-class Requires(_Frozen):
+@dataclass(frozen=True)
+class Requires:
     """Policy: whether the app must be present, and how new. Kept apart from `app` on purpose."""
 
     app: bool = False
     min_version: str | None = None
 
 
-class ServerDeclaration(_Frozen):
+@dataclass(frozen=True)
+class ServerDeclaration:
     name: str
     app: dict[OsKey, AppBlock] | None = None
     requires: Requires = Requires()
@@ -125,8 +96,6 @@ def parse_server_declaration(name: str, raw: Any) -> ServerDeclaration:
         app = _app(raw.get("app"))
         requires = _requires(raw.get("requires"), app)
         return ServerDeclaration(name=name, app=app, requires=requires, liveness=liveness)
-    except ValidationError as exc:
-        raise ContractError(f"{where}: {_first_message(exc)}") from None
     except ValueError as exc:
         raise ContractError(f"{where}: {exc}") from None
 
@@ -141,7 +110,35 @@ def _app(raw: Any) -> dict[OsKey, AppBlock] | None:
         raise ValueError(f"app has unknown OS keys {sorted(unknown)}; use {OS_KEYS}")
     if not raw:
         raise ValueError("app needs at least one OS block")
-    return {osf: AppBlock.model_validate({"os": osf, "block": block}) for osf, block in raw.items()}
+    return {cast(OsKey, osf): _app_block(cast(OsKey, osf), block) for osf, block in raw.items()}
+
+
+def _app_block(osf: OsKey, block: Any) -> AppBlock:
+    if not isinstance(block, dict):
+        raise ValueError(f"'app.{osf}' must be a mapping")
+    presence = block.get("presence")
+    if presence not in PRESENCES:
+        raise ValueError(f"app.{osf}.presence must be one of {PRESENCES}")
+    location = block.get("location")
+    if isinstance(location, str):
+        locations = [_location(osf, presence, f"app.{osf}.location", location)]
+    elif isinstance(location, list) and location:
+        locations = [_location(osf, presence, f"app.{osf}.location[{i}]", item) for i, item in enumerate(location)]
+    else:
+        raise ValueError(f"app.{osf}.location is required")
+    version = block.get("version") or {"kind": "none"}
+    if not isinstance(version, dict):
+        raise ValueError(f"'app.{osf}.version' must be a mapping")
+    kind = version.get("kind", "none")
+    if kind not in VERSION_KINDS:
+        raise ValueError(f"app.{osf}.version.kind must be one of {sorted(VERSION_KINDS)}")
+    only_on = VERSION_KINDS[kind]
+    if only_on and only_on != osf:
+        raise ValueError(f"app.{osf}.version.kind {kind!r} is only valid under app.{only_on}")
+    prefix = str(version.get("display_name_prefix") or "")
+    if kind == "uninstall_registry" and not prefix:
+        raise ValueError(f"app.{osf}.version.display_name_prefix is required for uninstall_registry")
+    return AppBlock(osf, cast(Presence, presence), tuple(locations), kind, prefix)
 
 
 def _requires(raw: Any, app: dict[OsKey, AppBlock] | None) -> Requires:
@@ -216,9 +213,3 @@ def _relative_name(value: Any, *, allow_dirs: bool) -> bool:
         return False
     parts = value.replace("\\", "/").split("/")
     return ".." not in parts and "" not in parts and (allow_dirs or len(parts) == 1) and ":" not in parts[0]
-
-
-def _first_message(exc: ValidationError) -> str:
-    error = exc.errors(include_url=False)[0]
-    message = str(error["msg"]).removeprefix("Value error, ")
-    return message
