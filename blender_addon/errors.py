@@ -6,6 +6,8 @@ command and the protocol layers can turn it into a clear message without guessin
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class BridgeError(Exception):
     """Base of every deliberate add-on error; its message is meant for a person."""
@@ -46,3 +48,19 @@ class InvalidArguments(ToolError):
 
 class UnknownTool(BridgeError):
     """No tool of that name is in the catalogue."""
+
+
+class RpcError(BridgeError):
+    """A JSON-RPC error answer: code, message and optional data (the protocol layers send it as is)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def as_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .errors import BlenderBridgeError
+from .errors import AddonPackageError
 from .resources import ADDON_SOURCE
 
 EXTENSION_ID = "hermes_bridge"
@@ -27,10 +27,6 @@ if "FINISHED" not in result:
     sys.exit("Blender did not install the extension: " + str(result))
 bpy.ops.wm.save_userpref()
 """
-
-
-class AddonPackageError(BlenderBridgeError):
-    """Building, validating or installing the extension failed; the message says where."""
 
 
 def extension_tool() -> Path:

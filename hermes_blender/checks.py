@@ -11,6 +11,7 @@ from typing import Any
 
 from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
+from .contract.gate import install_refusals
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness
 from .contract.locate import blender_cli_version
@@ -36,10 +37,11 @@ def validate(root: Path, host: HostFacts) -> PluginPackage:
     return package
 
 
-def validation_report(package: PluginPackage) -> dict[str, Any]:
+def validation_report(package: PluginPackage, host: HostFacts) -> dict[str, Any]:
     return {
         "valid": True,
         "plugin": package.name,
+        "install_gate": install_refusals(package, host),
         "version": package.version,
         "servers": {name: server.get("type") for name, server in package.mcp_servers.items()},
         "declared": sorted(package.servers),
@@ -191,6 +193,9 @@ def render_validation(report: dict[str, Any]) -> str:
     lines.append("  servers: " + ", ".join(f"{name} ({kind})" for name, kind in report["servers"].items()))
     lines.append("  declared: " + (", ".join(report["declared"]) or "none"))
     lines.append("  skills: " + (", ".join(report["skills"]) or "none"))
+    gate = report["install_gate"]
+    lines.append("  install gate on this machine: " + ("passes" if not gate else "Hermes will refuse it"))
+    lines += [f"    {refusal}" for refusal in gate]
     lines += [f"  warning: {warning}" for warning in report["warnings"]]
     return "\n".join(lines)
 

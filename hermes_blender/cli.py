@@ -206,15 +206,16 @@ def _install_addon(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    host = HostFacts()
     try:
-        package = validate(args.plugin_dir, HostFacts())
+        package = validate(args.plugin_dir, host)
     except ContractError as exc:
         if args.json:
             print(json.dumps({"valid": False, "error": str(exc)}, indent=2))
         else:
             _error(f"{args.plugin_dir}: invalid: {exc}")
         return EXIT_FAILURE
-    report = validation_report(package)
+    report = validation_report(package, host)
     print(json.dumps(report, indent=2) if args.json else render_validation(report))
     return EXIT_OK
 

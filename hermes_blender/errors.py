@@ -29,3 +29,7 @@ class ToolCallFailed(BlenderBridgeError):
 
 class ContractError(BlenderBridgeError):
     """plugin.json, mcp.json or a skill breaks a rule Hermes enforces; names the rule."""
+
+
+class AddonPackageError(BlenderBridgeError):
+    """Building, validating or installing the extension failed; the message says where."""

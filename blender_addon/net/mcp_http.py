@@ -10,6 +10,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from ..errors import RpcError
 from ..jsontext import encode
 from .auth import Token, bearer_matches, host_allowed, origin_allowed
 from .http import Request, Response
@@ -26,7 +27,6 @@ from .mcp import (
     SUPPORTED_VERSIONS,
     UNSUPPORTED_PROTOCOL_VERSION,
     McpProtocol,
-    RpcError,
 )
 from .sessions import SessionStore
 

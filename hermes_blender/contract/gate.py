@@ -1,25 +1,14 @@
-"""The install gate: refuse what cannot work here before anything is written (policy + host)."""
+"""Hermes's install gate on this host: refuse what cannot work here before anything is written (policy + host).
+
+`validate` reports it, so a person learns before `hermes plugins install` that Hermes will refuse.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Sequence
 
 from .host import HostFacts
 from .locate import locate_app
 from .package import PluginPackage
 from .requirements import availability
-
-PLATFORM_ALIASES = {"windows": "win32", "macos": "darwin"}
-
-
-def catalog_refusal(plugin: str, platforms: Sequence[str], host_os: str) -> str | None:
-    """A catalog entry's `platforms` (empty = all; windows/macos are aliases) against this host."""
-    if not platforms:
-        return None
-    normalized = [PLATFORM_ALIASES.get(p.lower(), p.lower()) for p in platforms]
-    if host_os in normalized:
-        return None
-    return f"Plugin '{plugin}' is unavailable on {host_os}; supported platforms: {', '.join(platforms)}"
 
 
 def install_refusals(package: PluginPackage, host: HostFacts) -> list[str]:

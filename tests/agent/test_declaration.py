@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from blender_addon.net import runtime_file as addon_runtime_file
-from hermes_blender.checks import validate
+from hermes_blender.checks import render_validation, validate, validation_report
 from hermes_blender.contract import liveness
 from hermes_blender.contract.declaration import parse_server_declaration
 from hermes_blender.contract.host import HostFacts
@@ -234,6 +234,15 @@ def test_validate_command_exits_non_zero_and_names_the_rule(plugin_copy) -> None
         [sys.executable, "-m", "hermes_blender.cli", "validate", "--json"], capture_output=True, text=True
     )
     assert ok.returncode == 0 and json.loads(ok.stdout)["valid"] is True
+
+
+def test_validate_says_when_hermes_install_gate_will_refuse_this_machine(tmp_path: Path) -> None:
+    nowhere = HostFacts(os="linux", env={"HOME": str(tmp_path), "PATH": ""}, system_root=tmp_path)
+    report = validation_report(validate(PLUGIN_ROOT, nowhere), nowhere)
+    assert report["valid"] is True and report["install_gate"] == [
+        f"Plugin 'blender-bridge' server '{name}' is unavailable: missing_app." for name in ("blender", "blender_lab")
+    ]
+    assert "install gate on this machine: Hermes will refuse it" in render_validation(report)
 
 
 def test_orphan_declaration_disables_the_whole_package(plugin_copy) -> None:

@@ -10,7 +10,7 @@ from typing import Any, get_args
 import pytest
 
 from hermes_blender.contract.declaration import parse_server_declaration
-from hermes_blender.contract.gate import catalog_refusal, install_refusals
+from hermes_blender.contract.gate import install_refusals
 from hermes_blender.contract.host import HostFacts, linux_interactive_session
 from hermes_blender.contract.liveness import LiveEndpoint
 from hermes_blender.contract.package import load_plugin
@@ -184,24 +184,6 @@ def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp
     (contents / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.2"}))
     old = install_refusals(package, HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path))
     assert old[0] == "Plugin 'blender-bridge' server 'blender' is unavailable: version_too_old, found version 4.5.2."
-
-
-@pytest.mark.parametrize(
-    ("platforms", "host_os", "refused"),
-    [
-        ([], "linux", False),
-        (["windows", "macos", "linux"], "win32", False),
-        (["macos"], "darwin", False),
-        (["Windows"], "win32", False),
-        (["linux"], "darwin", True),
-        (["windows"], "linux", True),
-    ],
-)
-def test_catalog_platforms_accept_windows_and_macos_aliases(platforms: list[str], host_os: str, refused: bool) -> None:
-    message = catalog_refusal("blender-bridge", platforms, host_os)
-    assert (message is not None) is refused
-    if message:
-        assert message.startswith(f"Plugin 'blender-bridge' is unavailable on {host_os}; supported platforms:")
 
 
 def _never(endpoint: LiveEndpoint) -> None:
