@@ -195,4 +195,4 @@ def _app_checks(declaration: ServerDeclaration, found: Availability, host: HostF
     return [Check("app", True, str(found.path)), Check("version", ok, requirement)]
 
 
-__all__ = ["Check", "ServerStatus", "compose", "describe"]
+__all__ = ["Check", "ServerStatus", "State", "compose", "describe"]

@@ -39,3 +39,10 @@ def test_the_readme_names_the_zip_of_this_version() -> None:
 def test_the_command_prints_the_version() -> None:
     run = subprocess.run([sys.executable, "-m", "hermes_blender.cli", "--version"], capture_output=True, text=True)
     assert run.returncode == 0 and re.fullmatch(rf"hermes-blender {re.escape(VERSION)}\s*", run.stdout)
+
+
+def test_the_public_surface_resolves_every_name_it_promises() -> None:
+    import hermes_blender
+
+    assert all(getattr(hermes_blender, name) is not None for name in hermes_blender.__all__)
+    assert issubclass(hermes_blender.LiveEndpointUnavailable, hermes_blender.BlenderBridgeError)

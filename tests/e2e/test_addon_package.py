@@ -8,13 +8,14 @@ import os
 import subprocess
 import sys
 import time
+import tomllib
 import zipfile
 from pathlib import Path
 
 from hermes_blender.addon_package import build_addon
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
-from tests.conftest import VERSION
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT, VERSION
 
 SERVE_INSTALLED = """
 import importlib, sys, bpy, addon_utils
@@ -31,7 +32,7 @@ def test_the_built_zip_passes_blenders_validator_and_holds_only_the_addon(tmp_pa
     zip_path = build_addon(tmp_path)
     assert zip_path.name == f"hermes_bridge-{VERSION}.zip"
     names = zipfile.ZipFile(zip_path).namelist()
-    assert "blender_manifest.toml" in names and "net/lab_protocol.py" in names
+    assert {"blender_manifest.toml", "net/lab_protocol.py", "LICENSE"} <= set(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
 
@@ -70,3 +71,12 @@ def test_installed_into_a_fresh_user_folder_the_bridge_starts_from_it(tmp_path: 
         server.stdin.close()
         server.wait(60)
     assert server.returncode == 0 and not runtime_file.exists()
+
+
+def test_the_manifest_is_publishable_gpl_with_the_projects_own_addresses() -> None:
+    manifest = tomllib.loads((REPO_ROOT / "blender_addon" / "blender_manifest.toml").read_text())
+    plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
+    assert manifest["license"] == ["SPDX:GPL-3.0-or-later"]
+    assert "GNU GENERAL PUBLIC LICENSE" in (REPO_ROOT / "blender_addon" / "LICENSE").read_text()[:200]
+    assert manifest["website"] == plugin["homepage"] == plugin["repository"]
+    assert manifest["maintainer"].endswith(f"<{plugin['homepage']}/issues>")
