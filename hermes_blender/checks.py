@@ -60,8 +60,19 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
         "plugin": package.name,
         "ready": bool(statuses) and all(status.ready for status in statuses),
         "servers": [status.payload() for status in statuses],
-        "warnings": duplicate_server_warnings(package, host),
+        "warnings": duplicate_server_warnings(package, host) + _split_by_version(statuses),
     }
+
+
+def _split_by_version(statuses: list[ServerStatus]) -> list[str]:
+    """An older Blender can serve one server and not another (blender_lab needs 5.1): say which."""
+    old = [s for s in statuses if s.state == "version_too_old"]
+    fine = [s.server for s in statuses if s.state not in ("version_too_old", "missing_app")]
+    if not old or not fine:
+        return []
+    found = old[0].availability.version or "this version"
+    too_old = ", ".join(f"'{s.server}' (needs {s.availability.min_version} or newer)" for s in old)
+    return [f"Blender {found} serves {', '.join(repr(n) for n in fine)}, but is too old for {too_old}"]
 
 
 def _server_status(

@@ -245,7 +245,7 @@ def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[s
 def _require_bpy() -> None:
     if importlib.util.find_spec("bpy") is None:
         raise HeadlessStartError(
-            "Blender-as-a-module (bpy 5.1, Python 3.13) is not installed for this Python: install "
+            "Blender-as-a-module (bpy, Blender 4.5 LTS or newer) is not installed for this Python: install "
             "'hermes-blender[blender]', or run `uv run hermes-blender ...` in a checkout"
         )
 

@@ -4,6 +4,10 @@
 Run with `uv run scripts/bench.py` (add `--json` for machine-readable output, `--quick` for
 fewer iterations). Every path is timed against its own floor: the Lab wire against a raw TCP
 echo with one connection per request, MCP over keep-alive HTTP against a raw HTTP echo.
+
+`--python PY` (repeatable) runs the whole benchmark under other interpreters, each a Blender
+line's venv from scripts/bpy_line.sh (e.g. `.venvs/bpy-4.5.15/bin/python`), and prints one
+row per line, so one run compares them on the same machine.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import os
 import platform
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -306,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
     parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
+    parser.add_argument(
+        "--python", action="append", type=Path, help="run under this interpreter (a bpy line's venv); repeat to compare"
+    )
     args = parser.parse_args(argv)
+    if args.python:
+        return compare_lines(args.python, quick=args.quick, as_json=args.json)
     n = 200 if args.quick else 1000
     report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scenes": []}
     latency = report["latency"]
@@ -353,6 +363,38 @@ def main(argv: list[str] | None = None) -> int:
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     report["time_to_ready"] = time_to_ready(3 if args.quick else 5)
     print(json.dumps(report, indent=2) if args.json else render(report))
+    return 0
+
+
+LINE_COLUMNS = {
+    "Lab execute": "Lab execute (result = {})",
+    "MCP keep-alive": "MCP tools/call get_objects_summary, keep-alive HTTP",
+    "official client": "MCP get_objects_summary, official client, 2026-07-28",
+}
+
+
+def compare_lines(pythons: list[Path], *, quick: bool, as_json: bool) -> int:
+    """The benchmark once per interpreter (one after the other, never overlapping), one row each."""
+    reports = []
+    for python in pythons:
+        command = [str(python), __file__, "--json", *(["--quick"] if quick else [])]
+        run = subprocess.run(command, capture_output=True, text=True, cwd=ROOT)
+        if run.returncode != 0:
+            print(f"bench: {python} failed:\n{run.stderr[-2000:]}", file=sys.stderr)
+            return run.returncode
+        reports.append(json.loads(run.stdout))
+    if as_json:
+        print(json.dumps(reports, indent=2))
+        return 0
+    header = f"{'Blender (bpy) / Python':<28}" + "".join(f"{name + ' p50 ms (x floor)':>32}" for name in LINE_COLUMNS)
+    print(header + f"{'ready p50 ms':>14}")
+    for report in reports:
+        cells = []
+        for key in LINE_COLUMNS.values():
+            s = report["latency"][key]
+            cells.append(f"{s['p50']:>20.3f} ({s['ratio_p50']:.2f}x)".rjust(32))
+        line = f"{report['machine']['bpy']} / {report['machine']['python']}"
+        print(f"{line:<28}{''.join(cells)}{report['time_to_ready']['p50']:>14.0f}")
     return 0
 
 

@@ -138,17 +138,21 @@ class _Tee(io.TextIOBase):
 
 @contextlib.contextmanager
 def blocked_operators() -> Iterator[None]:
-    """Refuse the operators that quit Blender or reset it to factory state, for this call only."""
+    """Refuse the operators that quit Blender or reset it to factory state, for this call only.
+
+    Hooks `bpy.ops`'s sub-module lookup, which every `bpy.ops.<module>.<name>` goes through in
+    4.2 to 5.3 alike (the operator object behind it changed in 5.0; this hook did not).
+    """
     ops = sys.modules["bpy.ops"]
-    original = ops._op_create_function
+    original = ops._bpy_ops_submodule__getattr__
 
     def guarded(module: str, name: str) -> Any:
         if (module, name) in BLOCKED_OPERATORS:
             raise RuntimeError(f"bpy.ops.{module}.{name} is not allowed in LLM-generated code")
         return original(module, name)
 
-    ops._op_create_function = guarded
+    ops._bpy_ops_submodule__getattr__ = guarded
     try:
         yield
     finally:
-        ops._op_create_function = original
+        ops._bpy_ops_submodule__getattr__ = original

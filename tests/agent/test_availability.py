@@ -81,9 +81,9 @@ def test_macos_missing_then_present_then_version_gated(tmp_path: Path) -> None:
     host = HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)
     declaration = _blender_declaration()
     assert _check(declaration, host).state == "missing_app"
-    bundle = _bundle(tmp_path, "4.5.3")
+    bundle = _bundle(tmp_path, "4.4.3")
     old = _check(declaration, host)
-    assert (old.state, old.version, old.min_version) == ("version_too_old", "4.5.3", "5.1")
+    assert (old.state, old.version, old.min_version) == ("version_too_old", "4.4.3", "4.5")
     (bundle / "Contents" / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "5.1.2"}))
     assert _check(declaration, host).state == "available"
     (bundle / "Contents" / "Info.plist").write_bytes(b"not a plist")
@@ -134,11 +134,11 @@ def test_a_newer_copy_found_after_an_old_one_satisfies_min_version(tmp_path: Pat
 
 def test_only_old_copies_report_the_highest_readable_version(tmp_path: Path) -> None:
     program_files = tmp_path / "PF"
-    for version in ((4, 2, 0, 0), (4, 5, 1, 0)):
+    for version in ((4, 2, 0, 0), (4, 4, 1, 0)):
         _pe(program_files / "Blender Foundation" / f"Blender {version[0]}.{version[1]}" / "blender.exe", version)
     host = HostFacts(os="win32", env={"ProgramFiles": str(program_files)}, uninstall_entries=lambda: [])
     found = _check(_blender_declaration(), host)
-    assert (found.state, found.version) == ("version_too_old", "4.5.1.0")
+    assert (found.state, found.version) == ("version_too_old", "4.4.1.0")
 
 
 def test_unexpanded_windows_variables_are_missing_on_posix_even_when_the_cwd_holds_them(

@@ -67,14 +67,14 @@ def test_version_too_old_names_found_and_required_versions(tmp_path: Path) -> No
 
     bundle = tmp_path / "Applications" / "Blender.app" / "Contents"
     bundle.mkdir(parents=True)
-    (bundle / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.0"}))
+    (bundle / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.4.0"}))
     status = compose(
         "blender", _declaration(), HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)
     )
     assert status.state == "version_too_old" and status.retry == "after_user_action"
     assert (
         status.sentence
-        == "blender version 4.5.0 is too old; version 5.1 or newer is required. Update blender, then try again."
+        == "blender version 4.4.0 is too old; version 4.5 or newer is required. Update blender, then try again."
     )
 
 
@@ -181,9 +181,18 @@ def test_install_gate_accepts_a_present_app_and_refuses_a_missing_or_old_one(tmp
 
     contents = tmp_path / "Applications" / "Blender.app" / "Contents"
     contents.mkdir(parents=True)
-    (contents / "Info.plist").write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.2"}))
-    old = install_refusals(package, HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path))
-    assert old[0] == "Plugin 'blender-bridge' server 'blender' is unavailable: version_too_old, found version 4.5.2."
+    plist = contents / "Info.plist"
+    mac = HostFacts(os="darwin", env={"HOME": str(tmp_path)}, system_root=tmp_path)
+    plist.write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.4.2"}))
+    assert install_refusals(package, mac) == [
+        f"Plugin 'blender-bridge' server '{s}' is unavailable: version_too_old, found version 4.4.2."
+        for s in ("blender", "blender_lab")
+    ]
+    # 4.5 LTS serves `blender`, but Hermes gates every server: blender_lab's 5.1 refuses the whole install.
+    plist.write_bytes(plistlib.dumps({"CFBundleShortVersionString": "4.5.2"}))
+    assert install_refusals(package, mac) == [
+        "Plugin 'blender-bridge' server 'blender_lab' is unavailable: version_too_old, found version 4.5.2."
+    ]
 
 
 def _never(endpoint: LiveEndpoint) -> None:

@@ -80,3 +80,14 @@ def test_the_manifest_is_publishable_gpl_with_the_projects_own_addresses() -> No
     assert "GNU GENERAL PUBLIC LICENSE" in (REPO_ROOT / "blender_addon" / "LICENSE").read_text()[:200]
     assert manifest["website"] == plugin["homepage"] == plugin["repository"]
     assert manifest["maintainer"].endswith(f"<{plugin['homepage']}/issues>")
+
+
+def test_the_extension_floor_and_the_blender_servers_min_version_are_the_same_line() -> None:
+    """The floor is what CI's oldest line proves (README > Blender versions); blender_lab keeps upstream's 5.1."""
+    manifest = tomllib.loads((REPO_ROOT / "blender_addon" / "blender_manifest.toml").read_text())
+    servers = json.loads((PLUGIN_ROOT / "plugin.json").read_text())["extensions"]["com.nousresearch.hermes"]["servers"]
+    floor = manifest["blender_version_min"]
+    assert floor == servers["blender"]["requires"]["min_version"] + ".0"
+    assert servers["blender_lab"]["requires"]["min_version"] == "5.1"
+    ci = (REPO_ROOT / ".ci" / "run").read_text()
+    assert f"bpy_line.sh 3.11 {floor.rsplit('.', 1)[0]}." in ci  # the floor's line runs in CI

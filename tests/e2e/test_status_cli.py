@@ -84,7 +84,7 @@ def test_status_reports_ready_against_a_live_bridge(machine: Machine, running: H
     assert _states(payload) == {"blender": "ready", "blender_lab": "ready"}
     checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
     assert checks["version"]["ok"] is True and checks["version"]["detail"].startswith(
-        "5.1.2; needs 5.1 or newer (from --version"
+        "5.1.2; needs 4.5 or newer (from --version"
     )
     assert checks["MCP round trip"]["ok"] is True and checks["runtime file"]["ok"] is True
     token = json.loads(machine.runtime_file.read_text())["token"]
@@ -132,7 +132,7 @@ def test_a_too_old_blender_on_linux_fails_the_version_row_and_asks_for_an_update
     assert server["user_action"].startswith("Update Blender")
     assert (
         server["error"]
-        == "Blender version 3.4.1 is too old; version 5.1 or newer is required. Update Blender, then try again."
+        == "Blender version 3.4.1 is too old; version 4.5 or newer is required. Update Blender, then try again."
     )
     assert any("will report 'app_not_running'" in warning for warning in server["warnings"])
 
@@ -162,3 +162,13 @@ def test_lab_listener_on_another_port_than_mcp_json_names_is_explained(
     assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}
     checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
     assert "connects to port 1" in checks["MCP round trip"]["detail"]
+
+
+def test_a_blender_older_than_5_1_serves_blender_but_not_blender_lab(machine: Machine) -> None:
+    (Path(machine.env["PATH"].split(os.pathsep)[0]) / "blender").write_text("#!/bin/sh\necho 'Blender 4.5.15 LTS'\n")
+    code, payload, _ = machine.status("--json", "--no-connect")
+    states = _states(payload)
+    assert code == 3 and states == {"blender": "app_not_running", "blender_lab": "version_too_old"}
+    assert payload["warnings"] == [
+        "Blender 4.5.15 serves 'blender', but is too old for 'blender_lab' (needs 5.1 or newer)"
+    ]

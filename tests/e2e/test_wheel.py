@@ -28,7 +28,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     assert uv, "uv must be on PATH (the README's set-up puts it there)"
     work = tmp_path_factory.mktemp("wheel")
     for command in (
-        [uv, "build", "--wheel", "--out-dir", str(work / "dist"), str(REPO_ROOT)],
+        [uv, "build", "--wheel", "--python", sys.executable, "--out-dir", str(work / "dist"), str(REPO_ROOT)],
         [uv, "venv", "--quiet", "--python", sys.executable, str(work / "venv")],
     ):
         run = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=work)
