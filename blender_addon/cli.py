@@ -28,7 +28,10 @@ def run(argv: list[str]) -> int:
     )
     parser.add_argument("--port", type=int, default=None, help="MCP port on 127.0.0.1 (default: preference, 0 = any)")
     parser.add_argument(
-        "--lab-port", type=int, default=None, help="Blender Lab listener port (default: preference, 0 = any)"
+        "--lab-port",
+        type=int,
+        default=None,
+        help="start the Blender Lab listener on this port (0 = any; default: the preference, off unless turned on)",
     )
     parser.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
     parser.add_argument("--no-code-execution", action="store_true", help="refuse to run agent-written Python")

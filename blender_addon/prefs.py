@@ -29,8 +29,11 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
     )
     lab_enabled: bpy.props.BoolProperty(  # type: ignore[valid-type]
         name="Blender Lab listener",
-        description="Also serve the official Blender Lab MCP server's bridge protocol (for the blender_lab server)",
-        default=True,
+        description=(
+            "Also serve the official Blender Lab MCP server's bridge protocol (for the blender_lab server). It runs "
+            "code without a token, so it admits only processes of your own OS user"
+        ),
+        default=False,
     )
     lab_port: bpy.props.IntProperty(  # type: ignore[valid-type]
         name="Blender Lab port",

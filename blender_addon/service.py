@@ -29,6 +29,7 @@ from .net.lab_protocol import LabSettings, error_envelope, serve_lab_connection
 from .net.listener import TcpListener
 from .net.mcp import McpProtocol, ServerInfo, ToolOutcome, dumps
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
+from .net.peer import same_user_refusal
 from .net.sessions import SessionStore
 from .tools import CATALOGUE, Image, Tool
 from .tools.python_exec import Deferred, Envelope, execute
@@ -61,8 +62,8 @@ class BridgeConfig:
     """None: the declared path Hermes reads."""
     job_timeout: float = JOB_TIMEOUT
     http_limits: HttpLimits = HttpLimits()
-    lab_port: int | None = LAB_PORT
-    """The Blender Lab listener's port (0: let the OS choose; None: off)."""
+    lab_port: int | None = None
+    """The Blender Lab listener's port (0: let the OS choose; None: off, the default: it is opt-in)."""
     lab_require_token: bool = False
     allow_code: bool = True
     """False: execute_blender_code and the Lab listener refuse to run code."""
@@ -106,7 +107,9 @@ class Bridge:
     def _start_lab(self, port: int) -> None:
         """A busy or forbidden Lab port is reported, never fatal: the MCP endpoint still serves."""
         settings = LabSettings(
-            token=self._token if self._config.lab_require_token else None, mcp_endpoint=self.endpoint
+            token=self._token if self._config.lab_require_token else None,
+            admit=same_user_refusal,
+            mcp_endpoint=self.endpoint,
         )
         try:
             self._lab = TcpListener(

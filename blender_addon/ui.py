@@ -34,6 +34,9 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         elif bridge.lab_error is not None:
             for line in _wrap(bridge.lab_error):
                 layout.label(text=line, icon="ERROR")
+        else:
+            for line in _wrap("Blender Lab listener: off (for blender_lab, turn it on in the add-on's preferences)"):
+                layout.label(text=line)
         note = bridge.takeover_note()
         if note:
             for line in _wrap(note):

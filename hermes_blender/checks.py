@@ -22,6 +22,10 @@ from .errors import ContractError, ToolCallFailed
 from .lab import lab_execute
 
 APP_TITLE = "Blender"
+LAB_OFF = (
+    "the Blender Lab listener is off in this Blender (it is opt-in): turn it on in Edit > Preferences > Add-ons > "
+    "Hermes Bridge > Blender Lab listener (or `hermes-blender serve --lab-port 9876`), then restart the bridge"
+)
 
 
 def validate(root: Path, host: HostFacts) -> PluginPackage:
@@ -98,6 +102,8 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
     record = _published(endpoint.runtime_file)
     if isinstance(record.get("lab_error"), str):
         raise ToolCallFailed(record["lab_error"])
+    if "lab" not in record:
+        raise ToolCallFailed(LAB_OFF)
     published = record.get("lab")
     if isinstance(published, str) and not published.endswith(f":{port}"):
         raise ToolCallFailed(f"Blender's Lab listener is on {published}, but mcp.json's server connects to port {port}")

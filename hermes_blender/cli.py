@@ -55,8 +55,13 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run a headless Blender with the bridge until Ctrl+C")
     serve.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
     serve.add_argument("--port", type=int, default=0, help="MCP port on 127.0.0.1 (0 = any free port)")
-    serve.add_argument("--lab-port", type=int, default=9876, help="Blender Lab listener port (default 9876, 0 = any)")
-    serve.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
+    serve.add_argument(
+        "--lab-port",
+        type=int,
+        default=None,
+        help="also start the Blender Lab listener on this port (for blender_lab: 9876; 0 = any); off by default",
+    )
+    serve.add_argument("--no-lab", action="store_true", help="no Blender Lab listener (the default; kept for scripts)")
     serve.add_argument(
         "--log-file", type=Path, default=_default_serve_log(), help="where Blender's log is kept (default: %(default)s)"
     )

@@ -50,6 +50,8 @@ class LabSettings:
     request_timeout: float = 10.0
     token: Token | None = None
     """When set ("require token"), requests must carry a matching `token` field."""
+    admit: Callable[[socket.socket], str | None] | None = None
+    """Without a token: who may connect (None or a refusal reason); the bridge passes the same-user check."""
     mcp_endpoint: str = ""
     """Named in the answer to HTTP clients that knocked on the wrong port."""
 
@@ -69,6 +71,9 @@ def encode(envelope: dict[str, Any]) -> bytes:
 
 def serve_lab_connection(conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> None:
     try:
+        if settings.token is None and settings.admit is not None and (refusal := settings.admit(conn)):
+            log.warning("refused a Blender Lab connection from peer port %s: %s", peer_port(conn), refusal)
+            raise _Answer(encode(error_envelope(f"Refused: {refusal}")))
         raw = _read_request(conn, settings)
         reply = _handle(raw, conn, executor, settings)
     except _Answer as answer:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any]
     previous = _read_pid(path)
     record: dict[str, Any] = {**(extra or {}), URL_FIELD: url, TOKEN_FIELD: token, PID_FIELD: pid}
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _owner_only_folder(path.parent)
     fd, temp_name = tempfile.mkstemp(prefix=".server-", suffix=".json.tmp", dir=path.parent)  # created 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -61,6 +63,18 @@ def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any]
     if previous is None or previous == pid:
         return Publication(path)
     return Publication(path, replaced_pid=previous, replaced_live=pid_alive(previous))
+
+
+def _owner_only_folder(folder: Path) -> None:
+    """Make an existing folder of ours 0700 too: others could otherwise list it, or swap the file.
+
+    A shared sticky folder (such as /tmp) and a folder of another user are left as they are.
+    """
+    if sys.platform == "win32":
+        return  # ACLs, not mode bits, protect %LOCALAPPDATA%, which is private to the user already
+    info = folder.stat()
+    if info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX and stat.S_IMODE(info.st_mode) != 0o700:
+        folder.chmod(0o700)
 
 
 def withdraw(path: Path, *, url: str, pid: int) -> bool:

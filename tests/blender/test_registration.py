@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
@@ -51,3 +52,9 @@ def test_disabling_the_addon_stops_a_running_bridge_and_removes_its_file(addon: 
 
 def _raise(exc: BaseException) -> None:
     raise exc
+
+
+def test_a_fresh_install_keeps_the_blender_lab_listener_off(addon: ModuleType) -> None:
+    prefs = importlib.import_module(f"{ADDON_MODULE}.prefs")
+    config = prefs.config()
+    assert config.lab_port is None and config.allow_code is True

@@ -12,6 +12,7 @@ import pytest
 
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.lab import lab_exchange, lab_execute
+from tests.other_user import AS_NOBODY, ask_lab, needs_another_user
 
 SUMMARY_CODE = """
 import bpy
@@ -158,3 +159,20 @@ def test_a_busy_lab_port_is_reported_and_the_mcp_endpoint_still_starts(lab: int,
         second.stop()  # its log is complete once it has stopped
         assert "Blender Lab listener not started" in second.log_tail()
     _still_serving(lab)
+
+
+@needs_another_user
+def test_another_os_user_cannot_run_code_in_this_users_blender(lab: int) -> None:
+    """The attack: a process of another user (nobody) on the same machine sends code to the Lab port."""
+    marker = "import pathlib; pathlib.Path('/tmp/hermes-lab-owned').write_text('x'); result = {}"
+    answer = ask_lab(lab, marker, as_user=AS_NOBODY)
+    assert answer["status"] == "error" and "belongs to another OS user" in answer["message"]
+    assert not Path("/tmp/hermes-lab-owned").exists()
+    assert ask_lab(lab, "result = {'mine': True}") == {"status": "ok", "result": {"mine": True}}
+    _still_serving(lab)
+
+
+def test_the_lab_listener_is_off_unless_asked_for(tmp_path: Path) -> None:
+    with HeadlessBlender(tmp_path / "server.json"):
+        record = json.loads((tmp_path / "server.json").read_text())
+    assert "lab" not in record and "lab_error" not in record

@@ -172,3 +172,12 @@ def test_a_blender_older_than_5_1_serves_blender_but_not_blender_lab(machine: Ma
     assert payload["warnings"] == [
         "Blender 4.5.15 serves 'blender', but is too old for 'blender_lab' (needs 5.1 or newer)"
     ]
+
+
+def test_blender_lab_with_the_listener_off_says_how_to_turn_it_on(machine: Machine) -> None:
+    with HeadlessBlender(machine.runtime_file):  # the default: no Blender Lab listener
+        code, payload, _ = machine.status("--json", "--server", "blender_lab")
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}
+    assert "Blender Lab listener is off" in checks["MCP round trip"]["detail"]
+    assert "Hermes Bridge > Blender Lab listener" in checks["MCP round trip"]["detail"]

@@ -87,3 +87,19 @@ def test_pid_alive_tells_live_from_dead() -> None:
     assert runtime_file.pid_alive(os.getpid())
     assert not runtime_file.pid_alive(_dead_pid())
     assert not runtime_file.pid_alive(0)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX mode bits")
+def test_an_existing_open_folder_of_ours_is_made_owner_only_but_a_sticky_shared_one_is_left_alone(
+    tmp_path: Path,
+) -> None:
+    mine = tmp_path / "Blender"
+    mine.mkdir(mode=0o777)
+    mine.chmod(0o777)
+    runtime_file.publish(mine / "server.json", url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    runtime_file.publish(shared / "server.json", url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777

@@ -1,0 +1,166 @@
+"""Which OS user is at the other end of a loopback connection.
+
+Loopback is shared by every user of the machine, and the Blender Lab wire carries no
+credentials (the official server sends none), so that listener admits a connection only
+when its peer runs as the same OS user as Blender. Each OS answers differently:
+
+- Linux: the peer's socket is a row of /proc/net/tcp (or tcp6) whose local end is the peer's
+  address and whose remote end is ours; that row names its owner's uid.
+- Windows: GetExtendedTcpTable names the peer socket's owning process; its token's user SID
+  is compared with ours.
+- Elsewhere (macOS): the owner cannot be told without privileges, so the answer is "unknown"
+  and the connection is refused with a message that says why and what to do.
+
+The host facts are injectable (`PeerHost`), so every branch is tested on any machine.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class PeerHost:
+    platform: str = sys.platform
+    proc_net: Path = Path("/proc/net")
+    my_uid: Callable[[], int] = field(default_factory=lambda: getattr(os, "getuid", lambda: -1))
+    windows_peer_pid: Callable[[Address, Address], int | None] = field(default_factory=lambda: _windows_peer_pid)
+    windows_user_of: Callable[[int], str | None] = field(default_factory=lambda: _windows_user_of)
+
+
+def same_user_refusal(conn: socket.socket, host: PeerHost | None = None) -> str | None:
+    """None when the peer runs as this OS user; otherwise why the connection is refused."""
+    host = host or PeerHost()
+    try:
+        ours: Address = conn.getsockname()[:2]
+        theirs: Address = conn.getpeername()[:2]
+    except OSError:
+        return "the client left before it could be identified"
+    same = peer_is_same_user(ours, theirs, host)
+    if same is True:
+        return None
+    if same is False:
+        return "this connection belongs to another OS user; the Blender Lab listener only serves its own user"
+    return (
+        "the Blender Lab listener cannot tell which OS user this connection belongs to on this system, so it "
+        "refuses it; turn on 'Require token' and send the runtime file's token, or use the token-protected "
+        "MCP endpoint (the blender server)"
+    )
+
+
+def peer_is_same_user(ours: Address, theirs: Address, host: PeerHost) -> bool | None:
+    """True/False when the owner is known, None when it cannot be told."""
+    if host.platform.startswith("linux"):
+        uid = _linux_owner_uid(ours, theirs, host.proc_net)
+        return None if uid is None else uid == host.my_uid()
+    if host.platform == "win32":
+        pid = host.windows_peer_pid(ours, theirs)
+        if pid is None:
+            return None
+        theirs_user, mine = host.windows_user_of(pid), host.windows_user_of(os.getpid())
+        return None if theirs_user is None or mine is None else theirs_user == mine
+    return None
+
+
+def _linux_owner_uid(ours: Address, theirs: Address, proc_net: Path) -> int | None:
+    """The uid of the socket whose local end is `theirs` and whose remote end is `ours`."""
+    wanted = (_proc_address(*theirs), _proc_address(*ours))
+    for table in ("tcp", "tcp6"):
+        try:
+            lines = (proc_net / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and (fields[1], fields[2]) == wanted:
+                return int(fields[7])
+            if len(fields) > 7 and table == "tcp6" and (_v4_of_v6(fields[1]), _v4_of_v6(fields[2])) == wanted:
+                return int(fields[7])
+    return None
+
+
+def _proc_address(ip: str, port: int) -> str:
+    """How /proc/net/tcp prints an IPv4 endpoint: the address word in host byte order, then the port."""
+    packed = socket.inet_aton(ip)
+    return f"{int.from_bytes(packed, sys.byteorder):08X}:{port:04X}"
+
+
+def _v4_of_v6(entry: str) -> str | None:
+    """An IPv4-mapped tcp6 entry (::ffff:a.b.c.d) in the tcp format, for a peer on a dual-stack socket."""
+    address, _, port = entry.partition(":")
+    if len(address) != 32 or address[:24] != "0000000000000000FFFF0000":
+        return None
+    return f"{address[24:]}:{port}"
+
+
+def _windows_peer_pid(ours: Address, theirs: Address) -> int | None:  # pragma: no cover - Windows only
+    """GetExtendedTcpTable(TCP_TABLE_OWNER_PID_ALL): the pid owning the peer's end of this connection."""
+    import ctypes
+    from ctypes import wintypes
+
+    class Row(ctypes.Structure):
+        _fields_ = [
+            ("state", wintypes.DWORD),
+            ("local_addr", wintypes.DWORD),
+            ("local_port", wintypes.DWORD),
+            ("remote_addr", wintypes.DWORD),
+            ("remote_port", wintypes.DWORD),
+            ("pid", wintypes.DWORD),
+        ]
+
+    get_table = ctypes.windll.iphlpapi.GetExtendedTcpTable  # type: ignore[attr-defined]
+    size = wintypes.DWORD(0)
+    get_table(None, ctypes.byref(size), False, socket.AF_INET, 5, 0)  # 5: TCP_TABLE_OWNER_PID_ALL
+    buffer = ctypes.create_string_buffer(size.value)
+    if get_table(buffer, ctypes.byref(size), False, socket.AF_INET, 5, 0) != 0:
+        return None
+    count = ctypes.cast(buffer, ctypes.POINTER(wintypes.DWORD))[0]
+    rows = ctypes.cast(ctypes.addressof(buffer) + ctypes.sizeof(wintypes.DWORD), ctypes.POINTER(Row * count))[0]
+
+    def endpoint(addr: int, port: int) -> Address:
+        return socket.inet_ntoa(addr.to_bytes(4, "little")), socket.ntohs(port & 0xFFFF)
+
+    for row in rows:
+        if endpoint(row.local_addr, row.local_port) == theirs and endpoint(row.remote_addr, row.remote_port) == ours:
+            return int(row.pid)
+    return None
+
+
+def _windows_user_of(pid: int) -> str | None:  # pragma: no cover - Windows only
+    """The user SID (S-1-5-…) of a process's token, or None when it cannot be read."""
+    import ctypes
+    from ctypes import wintypes
+
+    kernel32, advapi32 = ctypes.windll.kernel32, ctypes.windll.advapi32  # type: ignore[attr-defined]
+    process = kernel32.OpenProcess(0x1000, False, pid)  # PROCESS_QUERY_LIMITED_INFORMATION
+    if not process:
+        return None
+    token = wintypes.HANDLE()
+    try:
+        if not advapi32.OpenProcessToken(process, 0x0008, ctypes.byref(token)):  # TOKEN_QUERY
+            return None
+        try:
+            size = wintypes.DWORD(0)
+            advapi32.GetTokenInformation(token, 1, None, 0, ctypes.byref(size))  # 1: TokenUser
+            buffer = ctypes.create_string_buffer(size.value)
+            if not advapi32.GetTokenInformation(token, 1, buffer, size, ctypes.byref(size)):
+                return None
+            sid = ctypes.cast(buffer, ctypes.POINTER(ctypes.c_void_p))[0]
+            text = wintypes.LPWSTR()
+            if not advapi32.ConvertSidToStringSidW(ctypes.c_void_p(sid), ctypes.byref(text)):
+                return None
+            try:
+                return text.value
+            finally:
+                kernel32.LocalFree(text)
+        finally:
+            kernel32.CloseHandle(token)
+    finally:
+        kernel32.CloseHandle(process)
