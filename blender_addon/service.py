@@ -87,7 +87,7 @@ class Bridge:
         self._listener = TcpListener(
             LOOPBACK_HOST,
             config.port,
-            partial(serve_http_connection, app=app, limits=config.http_limits),
+            partial(serve_http_connection, app=app, limits=config.http_limits, gate=app.gate),
             name="hermes-mcp",
         )
         self.url = f"http://{LOOPBACK_HOST}:{self.port}"

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
+from .listener import ConnectionState
 from .loopback import peer_port
 
 log = logging.getLogger("hermes_bridge.net")
@@ -26,7 +27,11 @@ class HttpLimits:
     request_timeout: float = 10.0
     """Seconds from a request's first byte to its last."""
     idle_timeout: float = 120.0
-    """Seconds a keep-alive connection may wait for its next request."""
+    """Seconds an authenticated keep-alive connection may wait for its next request."""
+    first_byte_timeout: float = 5.0
+    """Seconds a connection that has not authenticated yet may wait before it sends anything."""
+    header_timeout: float = 5.0
+    """Seconds from a request's first byte to the end of its header block."""
 
 
 @dataclass(frozen=True)
@@ -81,14 +86,22 @@ class _PeerGone(Exception):
 
 
 App = Callable[[Request], Response]
+Gate = Callable[[Request], Response | None]
+"""Decides from the request line and headers alone (the body is empty): a refusal, or None to go on."""
 
 
-def serve_http_connection(conn: socket.socket, app: App, limits: HttpLimits) -> None:
-    """Answer requests on one connection until it closes, errs or asks to close."""
+def serve_http_connection(
+    conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate | None = None
+) -> None:
+    """Answer requests on one connection until it closes, errs or asks to close.
+
+    Nothing is buffered for a client that has not authenticated: the gate sees the headers
+    before a byte of the body is read, and a refused connection is closed after its answer.
+    """
     reader = _Reader(conn)
     while True:
         try:
-            request = _read_request(reader, limits)
+            request = _read_request(reader, limits, state, gate)
         except _PeerGone:
             return
         except _Reject as rejection:
@@ -96,7 +109,7 @@ def serve_http_connection(conn: socket.socket, app: App, limits: HttpLimits) -> 
             _send(conn, rejection.response)
             return
         response = app(request)
-        response.close = response.close or _wants_close(request)
+        response.close = response.close or _wants_close(request) or response.status in _CLOSE_AFTER
         if response.status in _REFUSALS:
             _log_refusal(conn, response)
         _send(conn, response)
@@ -105,6 +118,7 @@ def serve_http_connection(conn: socket.socket, app: App, limits: HttpLimits) -> 
 
 
 _REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 505})
+_CLOSE_AFTER = frozenset({400, 401, 403, 404})
 
 
 def _log_refusal(conn: socket.socket, response: Response) -> None:
@@ -144,24 +158,33 @@ class _Reader:
         self.buffer += chunk
 
 
-def _read_request(reader: _Reader, limits: HttpLimits) -> Request:
-    if not reader.buffer:  # keep-alive: wait for the first byte of the next request
+def _read_request(reader: _Reader, limits: HttpLimits, state: ConnectionState, gate: Gate | None) -> Request:
+    if not reader.buffer:  # wait for the first byte of the next request; a stranger gets a few seconds
+        state.idle = True
+        wait = limits.idle_timeout if state.trusted else limits.first_byte_timeout
         try:
-            reader.fill(time.monotonic() + limits.idle_timeout)
+            reader.fill(time.monotonic() + wait)
         except OSError as exc:  # TimeoutError is an OSError
             raise _PeerGone from exc
-    deadline = time.monotonic() + limits.request_timeout
+    state.idle = False
+    started = time.monotonic()
+    deadline = started + limits.request_timeout
     try:
         while (end := reader.buffer.find(b"\r\n\r\n")) < 0:
             if len(reader.buffer) > limits.max_header_bytes:
                 raise _Reject(Response.text(431, "request headers are too large", close=True))
-            reader.fill(deadline)
+            reader.fill(min(deadline, started + limits.header_timeout))
         if end > limits.max_header_bytes:
             raise _Reject(Response.text(431, "request headers are too large", close=True))
         head = bytes(reader.buffer[:end])
         del reader.buffer[: end + 4]
         method, target, version, headers = _parse_head(head)
         length = _content_length(headers, limits)
+        refusal = gate(Request(method, target, version, headers, b"")) if gate is not None else None
+        if refusal is not None:
+            refusal.close = True
+            raise _Reject(refusal)
+        state.trusted = True
         while len(reader.buffer) < length:
             reader.fill(deadline)
     except TimeoutError as exc:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
+from .listener import ConnectionState
 from .loopback import peer_port
 
 log = logging.getLogger("hermes_bridge.net")
@@ -69,13 +70,17 @@ def encode(envelope: dict[str, Any]) -> bytes:
     return encode_json(envelope) + b"\0"
 
 
-def serve_lab_connection(conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> None:
+def serve_lab_connection(
+    conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
+) -> None:
     try:
         if settings.token is None and settings.admit is not None and (refusal := settings.admit(conn)):
             log.warning("refused a Blender Lab connection from peer port %s: %s", peer_port(conn), refusal)
             raise _Answer(encode(error_envelope(f"Refused: {refusal}")))
+        state.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
         raw = _read_request(conn, settings)
-        reply = _handle(raw, conn, executor, settings)
+        state.idle = False
+        reply = _handle(raw, conn, state, executor, settings)
     except _Answer as answer:
         reply = answer.payload
     if reply:
@@ -83,7 +88,9 @@ def serve_lab_connection(conn: socket.socket, executor: LabExecutor, settings: L
         conn.sendall(reply)
 
 
-def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: LabSettings) -> bytes:
+def _handle(
+    raw: bytes, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
+) -> bytes:
     try:
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -113,6 +120,7 @@ def _handle(raw: bytes, conn: socket.socket, executor: LabExecutor, settings: La
                     "`token` from Blender's runtime file, or turn the preference off"
                 )
             )
+        state.trusted = True
     envelope = executor.execute(code, strict_json, lambda: peer_connected(conn))
     return encode(envelope) if envelope is not None else b""
 

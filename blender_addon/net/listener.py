@@ -3,19 +3,65 @@
 Both protocols (MCP over HTTP and the Blender Lab wire) share it: it owns the accept loop,
 the connection cap and the bookkeeping that lets stop() close every socket and join every
 thread, so a stopped bridge leaves nothing behind.
+
+At the cap, a new connection is not refused while a connection that proved nothing (no
+request past authentication yet) or one that sits idle can make room: the oldest such one is
+closed. So idle sockets opened by anyone on the machine cannot lock its own user out.
 """
 
 from __future__ import annotations
 
+import logging
 import selectors
 import socket
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from .loopback import bind_loopback
 
-ConnectionHandler = Callable[[socket.socket], None]
+log = logging.getLogger("hermes_bridge.net")
+
+RESERVED_FILES = 128
+"""Descriptors left to Blender itself (files, images, libraries) when the cap is derived."""
+MAX_BACKOFF = 1.0
+
+
+@dataclass
+class ConnectionState:
+    """What the protocol tells the listener about one connection, for eviction at the cap."""
+
+    opened: float = field(default_factory=time.monotonic)
+    trusted: bool = False
+    """A request on it passed authentication (MCP) or admission (Blender Lab)."""
+    idle: bool = True
+    """Waiting for the first byte of its next request."""
+
+    @property
+    def evictable(self) -> bool:
+        return self.idle or not self.trusted
+
+
+ConnectionHandler = Callable[[socket.socket, ConnectionState], None]
+
+
+def default_max_connections() -> int:
+    """Half of what the process's descriptor limit leaves after Blender's own share, within 16..256."""
+    try:
+        import resource  # POSIX only; Windows has no such per-process descriptor limit for sockets
+    except ImportError:
+        return 256
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return 256
+    return 256 if soft == resource.RLIM_INFINITY else cap_for(soft)
+
+
+def cap_for(descriptor_limit: int) -> int:
+    """E.g. 64 connections under macOS's usual 256 for GUI apps, 256 under Linux's 1024."""
+    return max(16, min(256, (descriptor_limit - RESERVED_FILES) // 2))
 
 
 class TcpListener:
@@ -28,18 +74,24 @@ class TcpListener:
         handler: ConnectionHandler,
         *,
         name: str,
-        max_connections: int = 256,
+        max_connections: int | None = None,
         on_overflow: Callable[[socket.socket], None] | None = None,
+        wait: Callable[[float], object] | None = None,
     ) -> None:
         self._sock = bind_loopback(host, port)
         self._handler = handler
         self._name = name
-        self._max_connections = max_connections
+        self._max_connections = max_connections or default_max_connections()
         self._on_overflow = on_overflow
         self._lock = threading.Lock()
-        self._connections: dict[socket.socket, threading.Thread] = {}
+        self._connections: dict[socket.socket, tuple[threading.Thread, ConnectionState]] = {}
         self._stopping = threading.Event()
+        self._wait = wait or self._stopping.wait
         self._wake_r, self._wake_w = socket.socketpair()
+        # Made here, not in the thread: a failure (out of descriptors) is the caller's error, not a silent dead loop.
+        self._selector = selectors.DefaultSelector()
+        self._selector.register(self._sock, selectors.EVENT_READ)
+        self._selector.register(self._wake_r, selectors.EVENT_READ)
         self._accept_thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
         self._accept_thread.start()
 
@@ -69,35 +121,44 @@ class TcpListener:
             connections = list(self._connections.items())
         for conn, _ in connections:
             _shutdown(conn, socket.SHUT_RD)
-        for _, thread in connections:
+        for _, (thread, _state) in connections:
             thread.join(max(0.0, deadline - time.monotonic()))
         for sock in (self._sock, self._wake_r, self._wake_w):
             sock.close()
 
     def _accept_loop(self) -> None:
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._sock, selectors.EVENT_READ)
-            selector.register(self._wake_r, selectors.EVENT_READ)
+        failures = 0
+        with self._selector as selector:
             while not self._stopping.is_set():
                 for key, _ in selector.select():
                     if key.fileobj is self._wake_r or self._stopping.is_set():
                         return
                     try:
                         conn, _ = self._sock.accept()
-                    except OSError:
+                    except OSError as exc:  # e.g. out of descriptors: retrying at once would spin a core
+                        failures += 1
+                        log.warning("accept failed (%s); retrying in %.2f s", exc, backoff(failures))
+                        self._wait(backoff(failures))
                         continue
+                    failures = 0
                     self._admit(conn)
 
     def _admit(self, conn: socket.socket) -> None:
-        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        try:
+            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError:  # the client already left
+            conn.close()
+            return
+        state = ConnectionState()
+        thread = threading.Thread(target=self._serve, args=(conn, state), name=f"{self._name}-conn", daemon=True)
         with self._lock:
-            if len(self._connections) >= self._max_connections:
-                overflow = True
-            else:
-                overflow = False
-                thread = threading.Thread(target=self._serve, args=(conn,), name=f"{self._name}-conn", daemon=True)
-                self._connections[conn] = thread
-        if overflow:
+            victim = self._make_room()
+            admitted = len(self._connections) < self._max_connections
+            if admitted:
+                self._connections[conn] = (thread, state)
+        if victim is not None:
+            _shutdown(victim)  # its thread sees the close, ends and deregisters itself
+        if not admitted:
             if self._on_overflow is not None:
                 try:
                     self._on_overflow(conn)
@@ -105,11 +166,30 @@ class TcpListener:
                     pass
             conn.close()
             return
-        thread.start()
-
-    def _serve(self, conn: socket.socket) -> None:
         try:
-            self._handler(conn)
+            thread.start()
+        except RuntimeError:  # no thread could be started: release the slot instead of leaking it
+            with self._lock:
+                self._connections.pop(conn, None)
+            conn.close()
+
+    def _make_room(self) -> socket.socket | None:
+        """At the cap: forget the oldest connection that proved nothing or sits idle (lock held)."""
+        if len(self._connections) < self._max_connections:
+            return None
+        candidates = [(state.opened, conn) for conn, (_, state) in self._connections.items() if state.evictable]
+        if not candidates:
+            return None
+        _, victim = min(candidates, key=lambda item: item[0])
+        del self._connections[victim]
+        log.warning(
+            "connection cap (%d) reached: closed the oldest idle or unauthenticated connection", self._max_connections
+        )
+        return victim
+
+    def _serve(self, conn: socket.socket, state: ConnectionState) -> None:
+        try:
+            self._handler(conn, state)
         except OSError:
             pass  # the peer went away; nothing to report to anyone
         finally:
@@ -117,6 +197,11 @@ class TcpListener:
                 self._connections.pop(conn, None)
             _shutdown(conn)
             conn.close()
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after the n-th accept failure in a row: 10 ms, doubling, at most MAX_BACKOFF."""
+    return min(MAX_BACKOFF, 0.01 * 2 ** (failures - 1))
 
 
 def _shutdown(conn: socket.socket, how: int = socket.SHUT_RDWR) -> None:

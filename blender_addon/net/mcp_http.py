@@ -72,7 +72,8 @@ class McpHttpApp:
         self._sessions = sessions
         self._on_internal_error = on_internal_error
 
-    def __call__(self, request: Request) -> Response:
+    def gate(self, request: Request) -> Response | None:
+        """Path, Host, Origin and token, decided from the headers alone (before any body is read)."""
         if request.path != ENDPOINT_PATH:
             return Response.text(404, NOT_FOUND)
         if not host_allowed(request.header("host"), self._port()):
@@ -87,6 +88,12 @@ class McpHttpApp:
                 "unauthorized: send 'Authorization: Bearer <token>' with the token from Blender's runtime file",
                 headers=[("WWW-Authenticate", challenge)],
             )
+        return None
+
+    def __call__(self, request: Request) -> Response:
+        refusal = self.gate(request)
+        if refusal is not None:
+            return refusal
         if request.method == "DELETE":
             return self._end_session(request)
         if request.method != "POST":

@@ -94,13 +94,21 @@ class Endpoint:
         return b"".join(chunks)
 
 
-def start_endpoint(limits: HttpLimits = HttpLimits(), sessions: SessionStore | None = None) -> Endpoint:
+def start_endpoint(
+    limits: HttpLimits = HttpLimits(), sessions: SessionStore | None = None, max_connections: int | None = None
+) -> Endpoint:
     token = Token.generate()
     tools = FakeTools()
     sessions = sessions or SessionStore()
     holder: dict[str, TcpListener] = {}
     app = McpHttpApp(McpProtocol(tools, ServerInfo("test", "0", "hi")), token, lambda: holder["l"].address[1], sessions)
-    listener = TcpListener("127.0.0.1", 0, partial(serve_http_connection, app=app, limits=limits), name="test")
+    listener = TcpListener(
+        "127.0.0.1",
+        0,
+        partial(serve_http_connection, app=app, limits=limits, gate=app.gate),
+        name="test",
+        max_connections=max_connections,
+    )
     holder["l"] = listener
     return Endpoint(listener.address[1], token, tools, listener, sessions)
 

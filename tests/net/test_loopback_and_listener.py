@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from blender_addon.errors import NonLoopbackAddress, PortUnavailable
-from blender_addon.net.listener import TcpListener
+from blender_addon.net.listener import ConnectionState, TcpListener
 from blender_addon.net.loopback import bind_loopback, loopback_address
 
 
@@ -40,7 +40,7 @@ def test_accepted_connections_have_tcp_nodelay() -> None:
     seen: list[int] = []
     done = threading.Event()
 
-    def handler(conn: socket.socket) -> None:
+    def handler(conn: socket.socket, state: ConnectionState) -> None:
         seen.append(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         done.set()
 
@@ -57,7 +57,8 @@ def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() ->
     release = threading.Event()
     entered = threading.Semaphore(0)
 
-    def hold(conn: socket.socket) -> None:
+    def hold(conn: socket.socket, state: ConnectionState) -> None:
+        state.trusted, state.idle = True, False  # busy with an authenticated request: never evicted
         entered.release()
         release.wait(10)
 

@@ -1,0 +1,187 @@
+"""Before a client authenticates it gets seconds, no buffer and no hold on a slot another user needs."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from blender_addon.net import listener as listener_module
+from blender_addon.net.http import HttpLimits
+from blender_addon.net.listener import ConnectionState, TcpListener, backoff, cap_for
+
+from .conftest import Endpoint, start_endpoint
+
+CAP = 6
+
+
+@pytest.fixture
+def small() -> Iterator[Endpoint]:
+    """A cap of six connections, patient idle timeouts (so only eviction can free a slot)."""
+    endpoint = start_endpoint(HttpLimits(first_byte_timeout=30, header_timeout=30), max_connections=CAP)
+    yield endpoint
+    endpoint.listener.stop()
+
+
+def _head(endpoint: Endpoint, token: str, length: int = 0) -> bytes:
+    return (
+        f"POST /mcp HTTP/1.1\r\nHost: {endpoint.host}\r\nAuthorization: Bearer {token}\r\n"
+        f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def _served(endpoint: Endpoint) -> bool:
+    status, _, body = endpoint.rpc("tools/call", {"name": "echo", "arguments": {"ok": True}})
+    return status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
+
+
+def test_a_stranger_that_sends_nothing_is_closed_after_the_first_byte_timeout() -> None:
+    endpoint = start_endpoint(HttpLimits(first_byte_timeout=0.2))
+    try:
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
+            assert sock.recv(1) == b""  # closed by the bridge, long before the socket's own 10 s
+    finally:
+        endpoint.listener.stop()
+
+
+def test_a_stranger_that_dribbles_its_headers_gets_408() -> None:
+    endpoint = start_endpoint(HttpLimits(header_timeout=0.2))
+    try:
+        with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
+            sock.sendall(b"POST /mcp HTTP/1.1\r\n")  # and never the rest
+            assert sock.recv(4096).startswith(b"HTTP/1.1 408 ")
+    finally:
+        endpoint.listener.stop()
+
+
+def test_idle_sockets_at_the_cap_cannot_lock_the_owner_out(small: Endpoint) -> None:
+    squatters = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP * 2)]
+    try:
+        assert _served(small)
+    finally:
+        for sock in squatters:
+            sock.close()
+
+
+def test_half_sent_unauthenticated_requests_at_the_cap_cannot_lock_the_owner_out(small: Endpoint) -> None:
+    squatters = []
+    for _ in range(CAP * 2):
+        sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")  # headers never finished
+        squatters.append(sock)
+    try:
+        assert _served(small)
+    finally:
+        for sock in squatters:
+            sock.close()
+
+
+def test_a_refused_request_is_answered_from_its_headers_and_its_body_is_never_read(small: Endpoint) -> None:
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
+        sock.sendall(_head(small, "wrong-token", length=5_000_000))  # announces 5 MB, sends none
+        reply = sock.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 401 ") and b"Connection: close" in reply
+        assert sock.recv(4096) == b""  # closed: no buffer is kept for it
+    assert small.tools.calls == []
+
+
+@pytest.mark.parametrize(("host", "path", "status"), [("evil.test", "/mcp", 403), (None, "/other", 404)])
+def test_403_and_404_close_the_connection(small: Endpoint, host: str | None, path: str, status: int) -> None:
+    head = _head(small, small.token.reveal()).replace(b"/mcp", path.encode())
+    if host:
+        head = head.replace(small.host.encode(), host.encode())
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as sock:
+        sock.sendall(head)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    assert reply.startswith(f"HTTP/1.1 {status} ".encode()) and b"Connection: close" in reply
+
+
+def test_busy_authenticated_connections_are_never_evicted() -> None:
+    release, entered = threading.Event(), threading.Semaphore(0)
+
+    def busy(conn: socket.socket, state: ConnectionState) -> None:
+        state.trusted, state.idle = True, False
+        entered.release()
+        release.wait(10)
+        conn.sendall(b"done")
+
+    listener = TcpListener("127.0.0.1", 0, busy, name="t", max_connections=2, on_overflow=lambda c: c.sendall(b"busy"))
+    try:
+        held = [socket.create_connection(listener.address, timeout=10) for _ in range(2)]
+        assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
+        with socket.create_connection(listener.address, timeout=10) as extra:
+            assert extra.recv(10) == b"busy"
+        release.set()
+        assert [sock.recv(10) for sock in held] == [b"done", b"done"]
+        for sock in held:
+            sock.close()
+    finally:
+        listener.stop()
+
+
+@pytest.mark.parametrize(("limit", "cap"), [(256, 64), (1024, 256), (100, 16), (65536, 256)])
+def test_the_cap_leaves_blender_its_own_descriptors(limit: int, cap: int) -> None:
+    assert cap_for(limit) == cap
+
+
+def test_accept_failures_back_off_instead_of_spinning() -> None:
+    """Out of descriptors (a real EMFILE in a child process): the accept loop waits longer each time."""
+    child = """
+import json, os, resource, sys, threading
+from blender_addon.net.listener import TcpListener
+waits, enough = [], threading.Event()
+def wait(seconds):
+    waits.append(seconds)
+    if len(waits) >= 5:
+        enough.set()
+    enough.wait(seconds)
+listener = TcpListener("127.0.0.1", 0, lambda conn, state: None, name="t", wait=wait)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1, hard))
+try:
+    while True:
+        os.open(os.devnull, os.O_RDONLY)  # fill every free descriptor below the limit
+except OSError:
+    pass
+print(listener.address[1], flush=True)
+enough.wait(10)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(json.dumps(waits[:5]), flush=True)
+os._exit(0)
+"""
+    with subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True) as process:
+        assert process.stdout is not None
+        port = int(process.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10):  # queued; accepting it needs a descriptor
+            waits = json.loads(process.stdout.readline())
+    assert waits == [backoff(n) for n in range(1, 6)] == [0.01, 0.02, 0.04, 0.08, 0.16]
+
+
+def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_accepting(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    served = threading.Event()
+    listener = TcpListener("127.0.0.1", 0, lambda conn, state: served.set(), name="t")
+    real_thread = listener_module.threading.Thread
+
+    class NoThreads(real_thread):  # type: ignore[misc, valid-type]
+        def start(self) -> None:
+            raise RuntimeError("can't start new thread")
+
+    try:
+        monkeypatch.setattr(listener_module.threading, "Thread", NoThreads)
+        with socket.create_connection(listener.address, timeout=10) as refused:
+            assert refused.recv(1) == b""  # closed, not left hanging
+        assert listener.connection_count == 0
+        monkeypatch.setattr(listener_module.threading, "Thread", real_thread)
+        socket.create_connection(listener.address, timeout=10).close()
+        assert served.wait(5)
+    finally:
+        listener.stop()
