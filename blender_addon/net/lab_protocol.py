@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import socket
 import time
 from collections.abc import Callable
@@ -35,6 +36,7 @@ _HTTP_METHODS = (
     b"CONNECT ",
     b"TRACE ",
 )
+_LONGEST_METHOD = max(len(method) for method in _HTTP_METHODS)
 _FOREIGN_JSON_GRACE = 0.5
 """Seconds a complete JSON object may wait for its NUL before we call it another protocol."""
 
@@ -125,16 +127,56 @@ def _handle(
     return encode(envelope) if envelope is not None else b""
 
 
+class _Incoming:
+    """One request as it arrives. Each byte is examined once, so a slow client costs linear time."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+        self._scanned = 0  # bytes already searched for the NUL
+        self._blank = 0  # bytes of leading whitespace already skipped
+        self.json_framed = False  # decided once: the first byte that is not whitespace is "{"
+        self._parsed_at = -1  # buffer length of the last attempt to read bare JSON
+
+    def nul(self) -> int:
+        end = self.buffer.find(b"\0", self._scanned)
+        self._scanned = len(self.buffer) if end < 0 else end
+        return end
+
+    def first(self) -> int | None:
+        """Where the request starts (after leading whitespace), once known."""
+        found = _NOT_BLANK.search(self.buffer, self._blank)
+        if found is None:
+            self._blank = len(self.buffer)
+            return None
+        self._blank = found.start()
+        return found.start()
+
+    def bare_json_waiting(self) -> bool:
+        """A whole JSON object and no NUL: the community add-on's framing. Tried once per new data."""
+        if self._parsed_at == len(self.buffer):
+            return False
+        self._parsed_at = len(self.buffer)
+        end = len(self.buffer)
+        while end and self.buffer[end - 1] in _BLANK:
+            end -= 1
+        return end > 0 and self.buffer[end - 1] == ord("}") and _complete_json(self.buffer)
+
+
+_BLANK = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a request of only these asks nothing
+_NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+
+
 def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
-    buffer = bytearray()
+    incoming = _Incoming()
     deadline = time.monotonic() + settings.request_timeout
     while True:
-        end = buffer.find(b"\0")
-        if (end if end >= 0 else len(buffer)) > settings.max_request_bytes:
+        end = incoming.nul()
+        if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
             raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
         if end >= 0:
-            return bytes(buffer[:end])
-        _refuse_foreign_framing(buffer, settings)
+            return bytes(incoming.buffer[:end])
+        if not incoming.json_framed:
+            incoming.json_framed = _framing_is_json(incoming, settings)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             raise _Answer(encode(error_envelope("Client timed out")))
@@ -142,7 +184,7 @@ def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
         try:
             chunk = conn.recv(65536)
         except TimeoutError:
-            if _complete_json(buffer):
+            if incoming.bare_json_waiting():
                 raise _Answer(
                     encode(
                         error_envelope(
@@ -153,21 +195,28 @@ def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
                 ) from None
             continue
         if not chunk:
-            if buffer.strip():
-                return bytes(buffer)  # the client closed its side: take what it sent as the request
+            if incoming.first() is not None:
+                return bytes(incoming.buffer)  # the client closed its side: take what it sent as the request
             raise _Answer(b"")
-        buffer += chunk
+        incoming.buffer += chunk
 
 
-def _refuse_foreign_framing(buffer: bytearray, settings: LabSettings) -> None:
-    if any(buffer.startswith(method) for method in _HTTP_METHODS):
+def _framing_is_json(incoming: _Incoming, settings: LabSettings) -> bool:
+    """True once the request is known to be JSON; answers HTTP and other foreign framings at once."""
+    start = incoming.first()
+    if start is None:
+        return False
+    head = bytes(incoming.buffer[start : start + _LONGEST_METHOD])
+    if head[:1] == b"{":
+        return True
+    if any(head.startswith(method) for method in _HTTP_METHODS):
         hint = f" The MCP endpoint of this Blender is {settings.mcp_endpoint}." if settings.mcp_endpoint else ""
         body = f"This port speaks the Blender Lab bridge protocol (NUL-terminated JSON), not HTTP.{hint}\n".encode()
-        head = f"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-        raise _Answer(head.encode() + body)
-    start = buffer.lstrip()[:1]
-    if start and start != b"{":
-        raise _Answer(encode(error_envelope("Expected one JSON object followed by a NUL byte")))
+        head_lines = f"HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        raise _Answer(head_lines.encode() + body)
+    if len(head) < _LONGEST_METHOD and any(method.startswith(head) for method in _HTTP_METHODS):
+        return False  # could still become an HTTP method: wait for more bytes
+    raise _Answer(encode(error_envelope("Expected one JSON object followed by a NUL byte")))
 
 
 def _complete_json(buffer: bytearray) -> bool:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blender_addon.jsontext import RawJson, dumps, encode
-from blender_addon.net.lab_protocol import LabSettings, serve_lab_connection
+from blender_addon.net.lab_protocol import LabSettings, _Incoming, serve_lab_connection
 from blender_addon.net.listener import TcpListener
 
 from .conftest import MODERN_META, start_endpoint
@@ -139,3 +139,27 @@ def test_deeply_nested_json_on_the_lab_port_is_an_error_reply() -> None:
 def test_a_value_shaped_like_a_splice_marker_is_never_replaced(forged: str) -> None:
     payload = {"id": forged, "result": RawJson('{"spliced":true}')}
     assert json.loads(encode(payload)) == {"id": forged, "result": {"spliced": True}}
+
+
+class _CountingBuffer(bytearray):
+    """Counts the bytes each search looks at."""
+
+    examined = 0
+
+    def find(self, sub: Any, start: Any = 0, *args: Any) -> int:  # type: ignore[override]
+        self.examined += len(self) - start
+        return super().find(sub, start, *args)
+
+
+def test_a_slow_lab_client_costs_linear_work_not_quadratic() -> None:
+    """Sixteen slow 8 MiB clients once cost Blender's main thread 4x: each byte must be looked at once."""
+    incoming = _Incoming()
+    incoming.buffer = _CountingBuffer()
+    chunks, size = 2000, 500
+    incoming.buffer += b'{"code": "'
+    for _ in range(chunks):
+        incoming.buffer += b"x" * size
+        assert incoming.nul() == -1 and incoming.first() == 0
+    incoming.buffer += b'"}\0'
+    assert incoming.nul() == len(incoming.buffer) - 1
+    assert incoming.buffer.examined <= 2 * len(incoming.buffer)  # quadratic would be ~1000x this
