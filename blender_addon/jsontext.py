@@ -7,6 +7,7 @@ and sent verbatim: the reply around it is encoded without encoding that data aga
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from typing import Any
 
@@ -32,7 +33,19 @@ def encode(payload: Any) -> bytes:
     text = dumps(shell)
     for index, raw in enumerate(raws):
         text = text.replace(dumps(_marker(nonce, index)), raw, 1)
-    return text.encode("utf-8")
+    return _utf8(text)
+
+
+def _utf8(text: str) -> bytes:
+    """JSON text as UTF-8, even when a string in it holds a lone surrogate (a client's id, an undecodable
+    name read from a .blend): those are written as \\uXXXX escapes, which mean the same to a JSON reader."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text).encode("utf-8")
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _marker(nonce: str, index: int) -> str:

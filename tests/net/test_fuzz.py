@@ -163,3 +163,27 @@ def test_a_slow_lab_client_costs_linear_work_not_quadratic() -> None:
     incoming.buffer += b'"}\0'
     assert incoming.nul() == len(incoming.buffer) - 1
     assert incoming.buffer.examined <= 2 * len(incoming.buffer)  # quadratic would be ~1000x this
+
+
+def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500() -> None:
+    body = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"echo","arguments":{"s":"\\udce9"},'
+    body += b'"_meta":' + json.dumps(MODERN_META).encode() + b"}}"
+    status, _, reply = ENDPOINT.post(None, body=body)
+    assert status == 200 and reply["id"] == "\ud800"
+    assert reply["result"]["structuredContent"] == {"echo": {"s": "\udce9"}}
+    _serving()
+
+
+def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection() -> None:
+    class Surrogate:
+        def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+            return {"status": "ok", "result": {"name": "\udce9"}}
+
+    lab = TcpListener(
+        "127.0.0.1", 0, partial(serve_lab_connection, executor=Surrogate(), settings=LabSettings()), name="t"
+    )
+    try:
+        reply = _exchange(lab.address[1], b'{"type":"execute","code":"x","strict_json":true}\0', half_close=False)
+    finally:
+        lab.stop()
+    assert json.loads(reply.rstrip(b"\0")) == {"status": "ok", "result": {"name": "\udce9"}}
