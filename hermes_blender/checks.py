@@ -8,11 +8,12 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
 from .contract.gate import install_refusals
-from .contract.host import HostFacts
+from .contract.host import HostFacts, serving_blender_problem
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness
 from .contract.locate import blender_cli_version
 from .contract.package import PluginPackage, load_plugin
@@ -20,6 +21,7 @@ from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose, describe
 from .errors import ContractError, ToolCallFailed
 from .lab import lab_execute
+from .terminal import one_line
 
 APP_TITLE = "Blender"
 LAB_OFF = (
@@ -93,6 +95,7 @@ def _server_status(
 
 
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
+    _require_blender_on(endpoint, _port(endpoint.url))
     client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
     asyncio.run(client.list_tools())
 
@@ -107,12 +110,26 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
     published = record.get("lab")
     if isinstance(published, str) and not published.endswith(f":{port}"):
         raise ToolCallFailed(f"Blender's Lab listener is on {published}, but mcp.json's server connects to port {port}")
+    _require_blender_on(endpoint, port)
     envelope = lab_execute(port, "import bpy\nresult = {'blender': bpy.app.version_string}", timeout=15.0)
     if envelope.get("status") != "ok":
         message = str(envelope.get("message", ""))
         if "requires a token" in message:
             raise ToolCallFailed("'Require token' is on in Blender, and the pinned Blender Lab server cannot send one")
         raise ToolCallFailed(f"the Blender Lab listener on port {port} answered an error: {message}")
+
+
+def _require_blender_on(endpoint: LiveEndpoint, port: int) -> None:
+    """`ready` means the Blender the file names answers: never an impostor on a stale file's port."""
+    problem = serving_blender_problem(endpoint.pid, port)
+    if problem is not None:
+        raise ToolCallFailed(problem)
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None  # endpoint_url() guarantees an explicit port
+    return port
 
 
 def _published(runtime_file: Path) -> dict[str, Any]:
@@ -223,10 +240,10 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append(f"{server['server']}: {server['state']}")
         for check in server["checks"]:
             mark = {True: "ok", False: "FAIL", None: "-"}[check["ok"]]
-            lines.append(f"  {check['name']:<15} {mark:<5} {check['detail']}")
+            lines.append(f"  {check['name']:<15} {mark:<5} {one_line(check['detail'])}")
         if server["error"]:
-            lines.append(f"  => {server['error']} (retry: {server['retry']})")
-        lines += [f"  warning: {warning}" for warning in server["warnings"]]
-    lines += [f"warning: {warning}" for warning in report["warnings"]]
+            lines.append(f"  => {one_line(server['error'])} (retry: {server['retry']})")
+        lines += [f"  warning: {one_line(warning)}" for warning in server["warnings"]]
+    lines += [f"warning: {one_line(warning)}" for warning in report["warnings"]]
     lines.append("ready" if report["ready"] else "not ready")
     return "\n".join(lines)

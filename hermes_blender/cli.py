@@ -28,6 +28,7 @@ from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveE
 from .headless import HeadlessBlender
 from .resources import PLUGIN_ROOT
 from .summary import format_objects_summary
+from .terminal import printable
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -232,7 +233,7 @@ def _status(args: argparse.Namespace) -> int:
         _error(f"no declared server named {args.server!r} (declared: {', '.join(package.servers)})")
         return EXIT_FAILURE
     report = status_report(package, host, connect=not args.no_connect, only=args.server)
-    print(REDACTOR.redact(json.dumps(report, indent=2) if args.json else render_status(report)))
+    print(printable(REDACTOR.redact(json.dumps(report, indent=2) if args.json else render_status(report))))
     return EXIT_OK if report["ready"] else EXIT_UNAVAILABLE
 
 
@@ -242,9 +243,9 @@ def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[s
         print(REDACTOR.redact(json.dumps({"is_error": result.is_error, "result": data}, indent=2)))
     elif result.is_error or formatter is None or not isinstance(data, dict):
         text = data if isinstance(data, str) else json.dumps(data, indent=2)
-        print(REDACTOR.redact(("tool error: " if result.is_error else "") + text))
+        print(printable(REDACTOR.redact(("tool error: " if result.is_error else "") + text)))
     else:
-        print(REDACTOR.redact(formatter(data)))
+        print(printable(REDACTOR.redact(formatter(data))))
 
 
 def _require_bpy() -> None:
@@ -265,11 +266,11 @@ def _expand(path: str) -> Path:
 
 
 def _progress(message: str) -> None:
-    print(REDACTOR.redact(message), file=sys.stderr, flush=True)
+    print(printable(REDACTOR.redact(message)), file=sys.stderr, flush=True)
 
 
 def _error(message: str) -> None:
-    print(f"hermes-blender: error: {REDACTOR.redact(message)}", file=sys.stderr, flush=True)
+    print(f"hermes-blender: error: {printable(REDACTOR.redact(message))}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

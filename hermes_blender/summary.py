@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from .terminal import one_line
+
 
 def format_objects_summary(data: dict[str, Any]) -> str:
     root = data.get("collections") or []
     count = sum(_count(collection) for collection in root)
-    facts = [f"active: {data.get('active_object') or 'none'}", f"mode: {data.get('object_mode')}"]
-    facts.append(f"camera: {data.get('camera_object') or 'none'}")
-    lines = [f"Scene '{data.get('scene_name')}': {count} object{'s' if count != 1 else ''} ({', '.join(facts)})"]
+    facts = [f"active: {one_line(data.get('active_object') or 'none')}", f"mode: {one_line(data.get('object_mode'))}"]
+    facts.append(f"camera: {one_line(data.get('camera_object') or 'none')}")
+    scene = one_line(data.get("scene_name"))
+    lines = [f"Scene '{scene}': {count} object{'s' if count != 1 else ''} ({', '.join(facts)})"]
     for collection in root:
-        lines.append(collection["name"])
+        lines.append(one_line(collection["name"]))
         lines += _children(collection, "", data.get("active_object"))
     return "\n".join(lines)
 
@@ -23,7 +26,7 @@ def _children(collection: dict[str, Any], indent: str, active: str | None) -> li
         entries.append((_object_line(obj, active), None))
     for child in collection.get("children", []):
         flags = " (excluded)" if child.get("exclude") else ""
-        entries.append((f"{child['name']}/{flags}", child))
+        entries.append((f"{one_line(child['name'])}/{flags}", child))
     lines: list[str] = []
     for index, (text, child) in enumerate(entries):
         last = index == len(entries) - 1
@@ -43,9 +46,9 @@ def _object_line(obj: dict[str, Any], active: str | None) -> str:
         )
         if on
     ]
-    parent = f", parent {obj['parent']}" if obj.get("parent") else ""
+    parent = f", parent {one_line(obj['parent'])}" if obj.get("parent") else ""
     suffix = f" [{', '.join(flags)}]" if flags else ""
-    return f"{obj['name']} ({obj['type']}{parent}){suffix}"
+    return f"{one_line(obj['name'])} ({one_line(obj['type'])}{parent}){suffix}"
 
 
 def _count(collection: dict[str, Any]) -> int:

@@ -78,25 +78,53 @@ def _owner_only_folder(folder: Path) -> None:
 
 
 def withdraw(path: Path, *, url: str, pid: int) -> bool:
-    """Remove the file only if it still names this process and this endpoint."""
+    """Remove the file only if it still names this process and this endpoint.
+
+    The file is first moved aside atomically and judged there, so a newer bridge that publishes
+    between the check and the removal never loses its file: one that is not ours goes back,
+    unless a newer one has already taken its place.
+    """
+    aside = path.with_name(f".{path.name}.{os.getpid()}.withdrawing")
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        os.replace(path, aside)
+    except OSError:
         return False
-    if not isinstance(record, dict) or record.get(PID_FIELD) != pid or record.get(URL_FIELD) != url:
-        return False
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    return True
+    record = _read_record(aside)
+    ours = record is not None and record.get(PID_FIELD) == pid and record.get(URL_FIELD) == url
+    if not ours:
+        with contextlib.suppress(OSError):
+            os.link(aside, path)  # fails if a newer file is there already: then that one stays
+    with contextlib.suppress(OSError):
+        os.unlink(aside)
+    return ours
 
 
 def _read_pid(path: Path) -> int | None:
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    pid = record.get(PID_FIELD) if isinstance(record, dict) else None
+    record = _read_record(path)
+    pid = record.get(PID_FIELD) if record is not None else None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
+
+
+MAX_BYTES = 64 * 1024
+
+
+def _read_record(path: Path) -> dict[str, Any] | None:
+    """Whatever is at the path, read safely: Blender's start runs on the main thread in the GUI, so a FIFO,
+    /dev/zero, a huge or deeply nested file there must read as "no record", never hang or blow up."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_BYTES + 1)
+        record = json.loads(data) if len(data) <= MAX_BYTES else None
+    except (OSError, ValueError, RecursionError):
+        return None
+    finally:
+        os.close(fd)
+    return record if isinstance(record, dict) else None
 
 
 def pid_alive(pid: int) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import plistlib
 import re
+import stat
 import struct
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -163,3 +164,45 @@ class HostFacts:
 
     def expand_path(self, text: str) -> Path:
         return Path(self.expand(text))
+
+
+def read_small_file(path: Path, limit: int) -> bytes:
+    """A regular file of at most `limit` bytes, read without blocking: a FIFO, a device such as
+    /dev/zero or an endless file at that path is an error, never a hang or a blown-up process."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not wait for a writer
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        chunks, size = [], 0
+        while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise OSError(f"{path} is larger than {limit} bytes")
+    return b"".join(chunks)
+
+
+def serving_blender_problem(pid: int, port: int) -> str | None:
+    """Why the process a runtime file names is not a Blender listening on `port` (None: it is).
+
+    A stale file can name a pid that now belongs to another program, and anything can listen on
+    a freed port; only a Blender process that owns the listening socket is the bridge.
+    """
+    try:
+        process = psutil.Process(pid)
+        words = [process.name(), *(Path(arg).name for arg in process.cmdline())]
+        listening = any(
+            conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
+            for conn in process.net_connections(kind="tcp")
+        )
+    except psutil.NoSuchProcess:
+        return f"pid {pid} has exited"
+    except psutil.AccessDenied:
+        return f"pid {pid} belongs to another user, so it is not this user's Blender"
+    if not any("blender" in word.lower() for word in words):
+        return f"pid {pid} ({process.name()}) is not a Blender process; the runtime file is stale or forged"
+    if not listening:
+        return f"pid {pid} does not listen on port {port}; the runtime file is stale or forged"
+    return None

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 from ..errors import ContractError, LiveEndpointUnavailable
 from .declaration import location_is_rooted
-from .host import HostFacts
+from .host import HostFacts, read_small_file
 from .redact import REDACTOR, Secret
 
 DECLARED_PATH = "~/AppData/Local/Blender/server.json"
@@ -30,6 +30,9 @@ MAX_PID = 2**31 - 1
 _ENDPOINT_PATH = re.compile(r"/[A-Za-z0-9._~/-]*")
 _FIELD_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 FIELD_DEFAULTS = {"url": "http", "token": "token", "pid": "pid"}
+MAX_RUNTIME_FILE_BYTES = 64 * 1024
+_TOKEN = re.compile(r"[A-Za-z0-9._~+/-]{16,512}=*")
+"""A bearer token (RFC 6750 b64token) of a sensible length: nothing that could break a header or a line."""
 
 APP_NOT_RUNNING = "app_not_running"
 ENDPOINT_UNAVAILABLE = "endpoint_unavailable"
@@ -127,6 +130,10 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
         )
     url = endpoint_url(record.get(spec.url_key), spec.endpoint_path)
     raw_token = record.get(spec.token_key)
+    if isinstance(raw_token, str) and raw_token and not _TOKEN.fullmatch(raw_token):
+        raise _invalid(
+            f"runtime file {path} holds a token that no Blender writes (16 to 512 characters of A-Z a-z 0-9 . _ ~ + / -)"
+        )
     token = Secret(raw_token if isinstance(raw_token, str) else "")
     if token:
         REDACTOR.register(token)  # before anything can build a header from it
@@ -174,7 +181,7 @@ def endpoint_url(raw: object, endpoint_path: str = DEFAULT_ENDPOINT_PATH) -> str
 
 def _load(path: Path) -> dict[str, object]:
     try:
-        text = path.read_bytes().decode("utf-8")
+        text = read_small_file(path, MAX_RUNTIME_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
         raise LiveEndpointUnavailable(
             f"no runtime file at {path}: Blender is closed, or open with its bridge stopped", state=APP_NOT_RUNNING
@@ -183,6 +190,8 @@ def _load(path: Path) -> dict[str, object]:
         raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=APP_NOT_RUNNING) from None
     try:
         record = json.loads(text)
+    except RecursionError:
+        raise LiveEndpointUnavailable(f"runtime file {path} is nested too deeply", state=APP_NOT_RUNNING) from None
     except ValueError:
         raise LiveEndpointUnavailable(f"runtime file {path} is not valid JSON", state=APP_NOT_RUNNING) from None
     if not isinstance(record, dict):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -26,18 +27,18 @@ def _write(tmp_path: Path, record: object) -> RuntimeFileSpec:
 
 
 def test_valid_file_gives_the_rebuilt_endpoint_and_bearer_header(tmp_path: Path) -> None:
-    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567/ignored?x=1", "token": "tok-valid-1", "pid": 42})
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567/ignored?x=1", "token": "tok-valid-0123456789", "pid": 42})
     endpoint = read_live_endpoint(spec, _host())
     assert endpoint.url == "http://127.0.0.1:4567/mcp"
     assert endpoint.pid == 42
-    assert endpoint.headers() == {"Authorization": "Bearer tok-valid-1"}
+    assert endpoint.headers() == {"Authorization": "Bearer tok-valid-0123456789"}
 
 
 def test_token_is_registered_for_redaction_before_use_and_never_in_repr(tmp_path: Path) -> None:
-    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-secret-xyz", "pid": 42})
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-secret-xyz-0123456789", "pid": 42})
     endpoint = read_live_endpoint(spec, _host())
-    assert "tok-secret-xyz" not in repr(endpoint) and "tok-secret-xyz" not in str(endpoint)
-    assert "tok-secret-xyz" not in REDACTOR.redact("Authorization: Bearer tok-secret-xyz")
+    assert "tok-secret-xyz-0123456789" not in repr(endpoint) and "tok-secret-xyz-0123456789" not in str(endpoint)
+    assert "tok-secret-xyz-0123456789" not in REDACTOR.redact("Authorization: Bearer tok-secret-xyz-0123456789")
 
 
 def test_runtime_file_without_token_gives_no_authorization_header(tmp_path: Path) -> None:
@@ -46,7 +47,7 @@ def test_runtime_file_without_token_gives_no_authorization_header(tmp_path: Path
 
 
 def test_dead_pid_is_app_not_running(tmp_path: Path) -> None:
-    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "t", "pid": 42})
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-valid-0123456789", "pid": 42})
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(spec, _host(alive=False))
     assert caught.value.state == "app_not_running"
@@ -83,7 +84,7 @@ def test_boolean_pid_is_never_dialled_but_reports_what_hermes_reads_as_pid_1(
     tmp_path: Path, url: str, state: str
 ) -> None:
     with pytest.raises(LiveEndpointUnavailable) as caught:
-        read_live_endpoint(_write(tmp_path, {"http": url, "token": "tok-valid-1", "pid": True}), _host())
+        read_live_endpoint(_write(tmp_path, {"http": url, "token": "tok-valid-0123456789", "pid": True}), _host())
     assert caught.value.state == state and "boolean pid" in str(caught.value)
 
 
@@ -106,7 +107,7 @@ def test_boolean_pid_is_never_dialled_but_reports_what_hermes_reads_as_pid_1(
     ],
 )
 def test_hostile_or_malformed_endpoints_are_unavailable_and_never_contacted(tmp_path: Path, url: object) -> None:
-    spec = _write(tmp_path, {"http": url, "token": "t", "pid": 42})
+    spec = _write(tmp_path, {"http": url, "token": "tok-valid-0123456789", "pid": 42})
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(spec, _host())
     assert caught.value.state == "endpoint_unavailable"
@@ -128,9 +129,9 @@ def test_a_path_that_looks_like_a_host_stays_on_the_published_port() -> None:
 
 
 def test_the_file_is_read_fresh_on_every_call(tmp_path: Path) -> None:
-    spec = _write(tmp_path, {"http": "http://127.0.0.1:1111", "token": "a", "pid": 42})
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:1111", "token": "tok-aaaaaaaaaaaaaaaa", "pid": 42})
     assert read_live_endpoint(spec, _host()).url.endswith(":1111/mcp")
-    _write(tmp_path, {"http": "http://127.0.0.1:2222", "token": "b", "pid": 42})
+    _write(tmp_path, {"http": "http://127.0.0.1:2222", "token": "tok-bbbbbbbbbbbbbbbb", "pid": 42})
     assert read_live_endpoint(spec, _host()).url.endswith(":2222/mcp")
 
 
@@ -148,7 +149,7 @@ def test_declared_path_expands_home_and_posix_vars_but_not_windows_vars_off_wind
 
 
 def test_real_pid_check_uses_the_live_process_table(tmp_path: Path) -> None:
-    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "t", "pid": os.getpid()})
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-valid-0123456789", "pid": os.getpid()})
     assert read_live_endpoint(spec, HostFacts()).pid == os.getpid()
 
 
@@ -158,8 +159,35 @@ def test_reading_never_opens_a_connection(tmp_path: Path) -> None:
     decoy.listen()
     decoy.setblocking(False)
     port = decoy.getsockname()[1]
-    spec = _write(tmp_path, {"http": f"http://127.0.0.1:{port}", "token": "t", "pid": 42})
+    spec = _write(tmp_path, {"http": f"http://127.0.0.1:{port}", "token": "tok-valid-0123456789", "pid": 42})
     read_live_endpoint(spec, _host())
     with pytest.raises(BlockingIOError):
         decoy.accept()
     decoy.close()
+
+
+@pytest.mark.parametrize(
+    "token", ["tok\nready", "tok\x00-0123456789abcdef", "\x1b]0;owned\x07-0123456789", "short", "a b" * 8]
+)
+def test_a_token_no_blender_writes_is_never_used(tmp_path: Path, token: str) -> None:
+    spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": token, "pid": 42})
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(spec, _host())
+    assert caught.value.state == "endpoint_unavailable" and token not in str(caught.value)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero")
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "deep"])
+def test_a_hostile_runtime_file_is_a_clear_state_not_a_hang(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "server.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "huge":
+        path.write_bytes(b"{" + b" " * (2 * 1024 * 1024) + b"}")
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(LiveEndpointUnavailable) as caught:
+        read_live_endpoint(RuntimeFileSpec(path=str(path)), _host())
+    assert caught.value.state == "app_not_running"

@@ -181,3 +181,36 @@ def test_blender_lab_with_the_listener_off_says_how_to_turn_it_on(machine: Machi
     assert code == 3 and _states(payload) == {"blender_lab": "endpoint_unavailable"}
     assert "Blender Lab listener is off" in checks["MCP round trip"]["detail"]
     assert "Hermes Bridge > Blender Lab listener" in checks["MCP round trip"]["detail"]
+
+
+def test_a_hostile_field_in_the_runtime_file_cannot_forge_status_lines(
+    machine: Machine, running: HeadlessBlender
+) -> None:
+    record = json.loads(machine.runtime_file.read_text())
+    record.pop("lab", None)
+    record["lab_error"] = "\x1b]0;owned\x07\x1b[2J\nready"
+    machine.runtime_file.write_text(json.dumps(record))
+    code, text, _ = machine.status("--server", "blender_lab")
+    assert code == 3 and "\x1b" not in text and "\x07" not in text
+    assert text.splitlines().count("ready") == 0 and text.rstrip().endswith("not ready")
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x0aready" in text
+
+
+@pytest.mark.parametrize("impostor", ["a live process that is not Blender", "pid 1"])
+def test_status_never_calls_a_file_naming_the_wrong_process_ready(
+    machine: Machine, running: HeadlessBlender, impostor: str
+) -> None:
+    """The endpoint and token still answer; the file names a process that does not own them (stale or forged)."""
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        record = json.loads(machine.runtime_file.read_text())
+        record["pid"] = stranger.pid if impostor.startswith("a live") else 1
+        machine.runtime_file.write_text(json.dumps(record))
+        code, payload, _ = machine.status("--json", "--server", "blender")
+    finally:
+        stranger.kill()
+        stranger.wait()
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
+    detail = checks["MCP round trip"]["detail"]
+    assert checks["MCP round trip"]["ok"] is False and ("stale or forged" in detail or "another user" in detail)

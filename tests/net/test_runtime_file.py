@@ -103,3 +103,40 @@ def test_an_existing_open_folder_of_ours_is_made_owner_only_but_a_sticky_shared_
     shared.chmod(0o1777)
     runtime_file.publish(shared / "server.json", url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())
     assert stat.S_IMODE(shared.stat().st_mode) == 0o1777
+
+
+def test_a_newer_bridge_publishing_during_withdraw_keeps_its_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "server.json"
+    runtime_file.publish(path, url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())
+    judge = runtime_file._read_record
+
+    def newer_publishes_meanwhile(where: Path) -> dict | None:
+        record = judge(where)  # the withdrawing bridge has just judged the file its own...
+        monkeypatch.setattr(runtime_file, "_read_record", judge)
+        runtime_file.publish(path, url="http://127.0.0.1:2", token="n" * 32, pid=os.getppid())  # ...then a newer one
+        return record
+
+    monkeypatch.setattr(runtime_file, "_read_record", newer_publishes_meanwhile)
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=os.getpid()) is True
+    assert json.loads(path.read_text())["http"] == "http://127.0.0.1:2"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero")
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "deep"])
+def test_a_hostile_file_at_the_path_reads_as_no_record_without_hanging(tmp_path: Path, kind: str) -> None:
+    path = tmp_path / "server.json"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "dev-zero":
+        path.symlink_to("/dev/zero")
+    elif kind == "huge":
+        path.write_bytes(b'{"pid": 1, "pad": "' + b"x" * (2 * runtime_file.MAX_BYTES) + b'"}')
+    else:
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    assert runtime_file._read_record(path) is None
+    if kind in ("fifo", "dev-zero"):
+        path.unlink()
+    runtime_file.publish(path, url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())  # and publishing works
+    assert json.loads(path.read_text())["pid"] == os.getpid()

@@ -1,0 +1,28 @@
+"""Text for a terminal, from sources we do not control.
+
+Object names come from a .blend anyone could have made, and the runtime file from any process
+of this user. Printed raw, a name could end a line and forge a "ready" verdict, or carry escape
+sequences that retitle the terminal or move the cursor. Every such character is shown as a
+visible escape instead.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_OR_LINE_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(found: re.Match[str]) -> str:
+    return f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100 else f"\\u{ord(found.group()):04x}"
+
+
+def one_line(value: object) -> str:
+    """A value inside a line (a name, a detail): no line breaks, no control characters."""
+    return _CONTROL_OR_LINE_BREAK.sub(_escape, str(value))
+
+
+def printable(text: str) -> str:
+    """Whole output we composed: its own line breaks and tabs stay, every other control character is escaped."""
+    return _CONTROL.sub(_escape, text)
