@@ -7,7 +7,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import Tool, arguments
+from .base import Tool, arguments, name_of
 
 DEFAULT_PAGE = 1000
 MAX_PAGE = 5000
@@ -102,11 +102,11 @@ def objects_summary(arguments: dict[str, Any]) -> dict[str, Any]:
     tree = _layer_collection(view_layer.layer_collection, view_layer, page)
     return {
         "status": "ok",
-        "scene_name": scene.name,
-        "active_workspace": workspace.name if workspace is not None else None,
-        "active_object": active.name if active is not None else None,
+        "scene_name": name_of(scene),
+        "active_workspace": name_of(workspace) if workspace is not None else None,
+        "active_object": name_of(active) if active is not None else None,
         "object_mode": context.mode,
-        "camera_object": scene.camera.name if scene.camera is not None else None,
+        "camera_object": name_of(scene.camera) if scene.camera is not None else None,
         "collections": [tree],
         "total_objects": page.seen,
         "offset": page.offset,
@@ -136,7 +136,7 @@ class _Page:
 def _layer_collection(layer_collection: Any, view_layer: Any, page: _Page) -> dict[str, Any]:
     collection = layer_collection.collection
     return {
-        "name": collection.name,
+        "name": name_of(collection),
         "exclude": layer_collection.exclude,
         "hide_viewport": layer_collection.hide_viewport,
         "objects": [_object(obj, view_layer) for obj in page.take(collection.objects)],
@@ -148,21 +148,21 @@ def _layer_collection(layer_collection: Any, view_layer: Any, page: _Page) -> di
 
 def _object(obj: Any, view_layer: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {
-        "name": obj.name,
+        "name": name_of(obj),
         "type": obj.type,
-        "parent": obj.parent.name if obj.parent is not None else None,
-        "data_name": obj.data.name if obj.data is not None else None,
+        "parent": name_of(obj.parent) if obj.parent is not None else None,
+        "data_name": name_of(obj.data) if obj.data is not None else None,
         "selected": obj.select_get(view_layer=view_layer),
         "visible": obj.visible_get(view_layer=view_layer),
         "hide_viewport": obj.hide_viewport,
     }
     if obj.instance_type == "COLLECTION" and obj.instance_collection is not None:
-        entry["instance_collection"] = obj.instance_collection.name
+        entry["instance_collection"] = name_of(obj.instance_collection)
     return entry
 
 
 def _name(item: Any) -> str:
-    return item.name
+    return name_of(item)
 
 
 GET_OBJECTS_SUMMARY = Tool(
@@ -196,7 +196,7 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     name = arguments["name"]
     obj = bpy.data.objects.get(name)
     if obj is None:
-        close = sorted(n for n in (o.name for o in bpy.data.objects) if name.lower() in n.lower())[:10]
+        close = sorted(n for n in (name_of(o) for o in bpy.data.objects) if name.lower() in n.lower())[:10]
         raise ToolError(f"No object named {name!r} in this file", state="not_found", similar_names=close)
     limit = arguments.get("limit", 200)
     children = sorted(obj.children, key=_name)
@@ -204,9 +204,9 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     view_layer.update()  # dimensions come from the evaluated bounds, stale until the depsgraph runs
     return {
         "status": "ok",
-        "name": obj.name,
+        "name": name_of(obj),
         "type": obj.type,
-        "data_name": obj.data.name if obj.data is not None else None,
+        "data_name": name_of(obj.data) if obj.data is not None else None,
         "location": list(obj.location),
         "rotation": {
             "mode": obj.rotation_mode,
@@ -215,22 +215,22 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
         },
         "scale": list(obj.scale),
         "dimensions": list(obj.dimensions),
-        "parent": obj.parent.name if obj.parent is not None else None,
-        "children": [child.name for child in children[:limit]],
+        "parent": name_of(obj.parent) if obj.parent is not None else None,
+        "children": [name_of(child) for child in children[:limit]],
         "children_total": len(children),
         "modifiers": [
-            {"name": m.name, "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
+            {"name": name_of(m), "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
             for m in obj.modifiers
         ],
-        "constraints": [{"name": c.name, "type": c.type, "enabled": c.enabled} for c in obj.constraints],
-        "materials": [slot.material.name if slot.material is not None else None for slot in obj.material_slots],
+        "constraints": [{"name": name_of(c), "type": c.type, "enabled": c.enabled} for c in obj.constraints],
+        "materials": [name_of(slot.material) if slot.material is not None else None for slot in obj.material_slots],
         "visibility": {
             "visible": obj.visible_get(view_layer=view_layer),
             "hide_viewport": obj.hide_viewport,
             "hide_render": obj.hide_render,
             "hidden_in_view_layer": obj.hide_get(view_layer=view_layer),
         },
-        "collections": [collection.name for collection in obj.users_collection],
+        "collections": [name_of(collection) for collection in obj.users_collection],
     }
 
 

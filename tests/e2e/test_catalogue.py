@@ -228,3 +228,19 @@ def test_a_100k_object_scene_answers_in_bounded_stable_pages(blender: Session) -
     again = blender.ok("get_objects_summary")
     assert again == data  # stable across calls
     print(f"first page of 100k objects: {elapsed * 1000:.0f} ms, {len(first.text.encode())} bytes")
+
+
+def test_a_name_that_is_not_utf8_in_the_blend_is_replaced_not_fatal(factory: Session, tmp_path: Path) -> None:
+    saved, patched = tmp_path / "plain.blend", tmp_path / "bad-name.blend"
+    factory.run(
+        "import bpy\nbpy.data.objects['Cube'].name = 'Qqqqzz'\n"
+        f"bpy.ops.wm.save_as_mainfile(filepath={str(saved)!r}, compress=False, copy=True)\n"
+        "bpy.data.objects['Qqqqzz'].name = 'Cube'\nresult = {}"
+    )
+    data = saved.read_bytes()
+    assert data.count(b"OBQqqqzz") == 1
+    patched.write_bytes(data.replace(b"OBQqqqzz", b"OBQqq\xe9zz"))  # one byte that is not UTF-8
+    with HeadlessBlender(tmp_path / "server.json", blend=patched):
+        summary = Session(tmp_path / "server.json").ok("get_objects_summary")
+    names = [o["name"] for o in summary["collections"][0]["children"][0]["objects"]]
+    assert sorted(names) == ["Camera", "Light", "Qqq\ufffdzz"] and summary["status"] == "ok"
