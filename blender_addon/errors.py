@@ -45,6 +45,9 @@ class ToolError(BridgeError):
 class InvalidArguments(ToolError):
     """The arguments did not match the tool's input schema."""
 
+    def __init__(self, message: str, **details: object) -> None:
+        super().__init__(message, state="invalid_arguments", **details)
+
 
 class UnknownTool(BridgeError):
     """No tool of that name is in the catalogue."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any
@@ -15,21 +16,32 @@ from .python_exec import Deferred
 
 THUMBNAIL_SIDE = 256
 THUMBNAIL_SAMPLES = 16
+FILE_MAX = 1024
+"""Blender's path buffer, in bytes with the terminating NUL: a longer path would be cut short silently."""
 PATH_SCHEMA = arguments(
     output_path={
         "type": "string",
         "minLength": 1,
-        "maxLength": 4096,
-        "description": "Absolute path of the PNG to write (its folder must exist).",
-    }
+        "maxLength": FILE_MAX - 1,
+        "description": "Absolute path of the PNG to write (its folder must exist; .png is added if missing).",
+    },
+    overwrite={
+        "type": "boolean",
+        "default": False,
+        "description": "Replace an existing file at output_path (never a symlink or anything but a regular file).",
+    },
 )
 
 
 def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
-    path = _output_path(arguments["output_path"])
+    path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
-    changes: dict[str, Any] = {"render.filepath": str(path), "render.image_settings.file_format": "PNG"}
+    changes: dict[str, Any] = {
+        "render.filepath": str(path),
+        "render.image_settings.file_format": "PNG",
+        "render.use_file_extension": True,
+    }
     if bpy.app.background:
         changes["render.engine"] = "BLENDER_WORKBENCH"
     saved = _apply(scene, changes)
@@ -45,20 +57,21 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
             region = next(r for r in area.regions if r.type == "WINDOW")
             with bpy.context.temp_override(window=window, area=area, region=region):
                 bpy.ops.render.opengl(write_still=True)
-        return _result(scene, path, started)
+        return _result(scene, path, started, before)
     finally:
         _restore(scene, saved)
 
 
 def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     """A small final render with the scene's own engine; the GUI keeps working while it runs."""
-    path = _output_path(arguments["output_path"])
+    path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     render = scene.render
     scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
     changes: dict[str, Any] = {
         "render.filepath": str(path),
         "render.image_settings.file_format": "PNG",
+        "render.use_file_extension": True,
         "render.resolution_percentage": 100,
         "render.resolution_x": max(1, round(render.resolution_x * scale)),
         "render.resolution_y": max(1, round(render.resolution_y * scale)),
@@ -70,7 +83,7 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     if bpy.app.background:
         try:
             bpy.ops.render.render(write_still=True)
-            return _result(scene, path, started)
+            return _result(scene, path, started, before)
         finally:
             _restore(scene, saved)
     bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
@@ -79,26 +92,53 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
         if bpy.app.is_job_running("RENDER"):
             return None
         try:
-            return _result(scene, path, started)
+            return _result(scene, path, started, before)
         finally:
             _restore(scene, saved)
 
     return Deferred(poll)
 
 
-def _output_path(raw: str) -> Path:
+def _output_path(raw: str, overwrite: bool) -> tuple[Path, int | None]:
+    """The file a render will write, exactly; and the mtime of the file it replaces, if any.
+
+    Refused: NUL bytes and lone surrogates (Blender would write elsewhere), paths as long as its
+    buffer or longer (cut short silently), symlinks and anything that is not a regular file
+    (a FIFO would freeze Blender), and an existing file unless `overwrite` says so.
+    """
+    if "\0" in raw:
+        raise _invalid(raw, "contains a NUL byte")
+    try:
+        raw.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _invalid(raw, "is not valid text (a lone surrogate)") from None
     path = Path(os.path.expanduser(bpy.path.abspath(raw)))
     if not path.is_absolute():
-        raise ToolError(f"output_path must be absolute (got {raw!r}).", state="invalid_path")
+        raise _invalid(raw, "must be absolute")
     if path.suffix.lower() != ".png":
         path = path.with_name(path.name + ".png")
+    if len(os.fsencode(path)) >= FILE_MAX:
+        raise _invalid(raw, f"is too long: Blender keeps at most {FILE_MAX - 1} bytes of a path")
     if not path.parent.is_dir():
         raise ToolError(f"The folder {path.parent} does not exist.", state="invalid_path")
-    return path
+    if path.is_symlink():
+        raise _invalid(raw, f"names a symlink ({path}); give the real file's path")
+    if not path.exists():
+        return path, None
+    info = path.stat()
+    if not stat.S_ISREG(info.st_mode):
+        raise _invalid(raw, f"names something that is not a regular file ({path})")
+    if not overwrite:
+        raise ToolError(f"{path} exists; pass overwrite: true to replace it.", state="file_exists", filepath=str(path))
+    return path, info.st_mtime_ns
 
 
-def _result(scene: Any, path: Path, started: float) -> dict[str, Any]:
-    if not path.is_file():
+def _invalid(raw: str, why: str) -> ToolError:
+    return ToolError(f"output_path {why}: {raw[:200]!r}.", state="invalid_path")
+
+
+def _result(scene: Any, path: Path, started: float, before: int | None) -> dict[str, Any]:
+    if not path.is_file() or path.stat().st_mtime_ns == before:
         raise ToolError(f"Blender finished rendering but wrote no file at {path}.", state="tool_failed")
     render = scene.render
     percent = render.resolution_percentage / 100

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from hermes_blender.client import BridgeClient, ToolResult
@@ -244,3 +246,55 @@ def test_a_name_that_is_not_utf8_in_the_blend_is_replaced_not_fatal(factory: Ses
         summary = Session(tmp_path / "server.json").ok("get_objects_summary")
     names = [o["name"] for o in summary["collections"][0]["children"][0]["objects"]]
     assert sorted(names) == ["Camera", "Light", "Qqq\ufffdzz"] and summary["status"] == "ok"
+
+
+def _raw_render_state(factory: Session, arguments_json: str) -> str:
+    """A call the SDK cannot send (a lone surrogate escape), posted as raw JSON-RPC."""
+    endpoint = factory.client.endpoint()
+    meta = '{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}'
+    body = (
+        '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"render_viewport_to_path",'
+        f'"arguments":{arguments_json},"_meta":{meta}}}}}'
+    )
+    headers = {**endpoint.headers(), "Content-Type": "application/json"}
+    reply = httpx2.post(endpoint.url, content=body.encode(), headers=headers, timeout=60).json()
+    assert reply["result"]["isError"] is True
+    return json.loads(reply["result"]["content"][0]["text"])["state"]
+
+
+def _refused(factory: Session, output_path: str, state: str = "invalid_path", **extra: Any) -> str:
+    result = factory.call("render_viewport_to_path", {"output_path": output_path, **extra})
+    assert result.is_error, output_path
+    error = json.loads(result.text)
+    assert error["state"] == state, error
+    return error["error"]
+
+
+def test_render_paths_mean_exactly_what_they_say(factory: Session, tmp_path: Path) -> None:
+    """Even with code execution off these tools write files: nothing may land anywhere but the path given."""
+    victim = tmp_path / "x.txt"
+    victim.write_text("keep me")
+    _refused(factory, str(tmp_path / "x.txt\x00.png"))  # would overwrite x.txt with File Extensions off
+    assert _raw_render_state(factory, f'{{"output_path": "{tmp_path}/bad\\ud800.png"}}') == "invalid_path"
+    _refused(factory, str(tmp_path / ("d" * 1100)) + ".png", state="invalid_arguments")  # Blender would cut it short
+    _refused(factory, str(tmp_path / ("é" * 520)) + ".png")  # under 1024 characters, over Blender's 1024 bytes
+    (tmp_path / "link.png").symlink_to(victim)
+    _refused(factory, str(tmp_path / "link.png"))
+    os.mkfifo(tmp_path / "fifo.png")  # writing into it would freeze Blender's main thread
+    _refused(factory, str(tmp_path / "fifo.png"))
+    assert victim.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "fifo.png",
+        "link.png",
+        "x.txt",
+    ]
+
+
+def test_an_existing_render_is_replaced_only_when_asked_and_an_old_file_is_never_success(
+    factory: Session, tmp_path: Path
+) -> None:
+    target = tmp_path / "shot.png"
+    target.write_bytes(b"old")
+    assert "overwrite: true" in _refused(factory, str(target), state="file_exists")
+    assert target.read_bytes() == b"old"
+    written = factory.ok("render_viewport_to_path", {"output_path": str(target), "overwrite": True})
+    assert written["filepath"] == str(target) and target.read_bytes()[:4] == b"\x89PNG"
