@@ -59,11 +59,15 @@ def run(argv: list[str]) -> int:
         print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     dispatcher = bridge.dispatcher
-    restore = _on_signals(lambda: dispatcher.request_stop())
+
+    def stop_now() -> None:
+        """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting."""
+        dispatcher.request_stop()
+        dispatcher.interrupt_running()
+
+    restore = _on_signals(stop_now)
     if args.stop_on_stdin_eof:
-        threading.Thread(
-            target=_wait_for_eof, args=(dispatcher.request_stop,), name="hermes-stdin", daemon=True
-        ).start()
+        threading.Thread(target=_wait_for_eof, args=(stop_now,), name="hermes-stdin", daemon=True).start()
     print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
     if bridge.lab_address is not None:
         print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)

@@ -7,6 +7,7 @@ loop on the main thread in background mode and Blender-as-a-module (where timers
 
 from __future__ import annotations
 
+import ctypes
 import queue
 import threading
 import time
@@ -16,7 +17,7 @@ from typing import Any
 import bpy
 
 from . import log
-from .errors import BridgeStopped, DispatchTimeout
+from .errors import BridgeStopped, DispatchTimeout, JobInterrupted
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 
@@ -24,7 +25,7 @@ _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
-    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error")
+    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self._fn = fn
@@ -33,9 +34,12 @@ class Job:
         self._state = _QUEUED
         self._result: Any = None
         self._error: BaseException | None = None
+        self._thread = 0
+        self._interrupted = False
 
     def wait(self, timeout: float) -> Any:
-        """The job's result; a job still queued at the deadline is cancelled, never run late."""
+        """The job's result. At the deadline a queued job is cancelled (never run late) and a running
+        one is interrupted; the error says which of these happened."""
         if not self._done.wait(timeout):
             with self._lock:
                 if self._state == _QUEUED:
@@ -44,9 +48,17 @@ class Job:
                         f"Blender's main thread did not take the request within {timeout:g} s; it is busy "
                         "(a modal operator, a render or a long script). The request was not run; try again."
                     )
+            if self.interrupt() and self._done.wait(INTERRUPT_GRACE):
+                raise DispatchTimeout(
+                    f"the request ran longer than {timeout:g} s and was stopped. What it changed before "
+                    "stopping stays: check the scene before repeating it.",
+                    state="interrupted",
+                )
             raise DispatchTimeout(
-                f"the request was still running in Blender after {timeout:g} s; it will finish, "
-                "but its result is discarded. Check the scene before repeating it."
+                f"the request is still running after {timeout:g} s inside Blender's own code (a render or an "
+                "operator cannot be interrupted from Python); its result will be discarded. Check the scene "
+                "before repeating it.",
+                state="still_running",
             )
         if self._error is not None:
             raise self._error
@@ -60,11 +72,22 @@ class Job:
         self._error = error
         self._done.set()
 
+    def interrupt(self) -> bool:
+        """Raise JobInterrupted in the running job's code, at its next Python instruction."""
+        with self._lock:
+            if self._state != _RUNNING or self._interrupted:
+                return False
+            self._interrupted = True
+            _raise_in_thread(self._thread, JobInterrupted)
+            return True
+
     def run(self) -> None:
+        """Main thread only. A JobInterrupted that arrives after the job has finished reaches the pump."""
         with self._lock:
             if self._state != _QUEUED:
                 return
             self._state = _RUNNING
+            self._thread = threading.get_ident()
         try:
             self._result = self._fn()
         except KeyboardInterrupt:
@@ -72,8 +95,23 @@ class Job:
         except BaseException as exc:
             self._error = exc
         finally:
-            self._state = _DONE
-            self._done.set()
+            try:
+                with self._lock:
+                    self._state = _DONE
+                    if self._interrupted:
+                        _raise_in_thread(self._thread, None)  # withdraw one not delivered yet
+            finally:
+                self._done.set()
+
+
+INTERRUPT_GRACE = 5.0
+"""Seconds an interrupted job gets to unwind before its caller is told it could not be stopped."""
+
+
+def _raise_in_thread(thread_id: int, exception: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception else None
+    )
 
 
 class Dispatcher:
@@ -83,6 +121,7 @@ class Dispatcher:
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._closed = False
+        self._running: Job | None = None
 
     def submit(self, fn: Callable[[], Any]) -> Job:
         if self._closed:
@@ -93,6 +132,10 @@ class Dispatcher:
 
     def pending(self) -> bool:
         return not self._queue.empty()
+
+    def running(self) -> bool:
+        """Whether a job is running on the main thread now."""
+        return self._running is not None
 
     def queued(self) -> int:
         """How many jobs wait for the main thread (approximate while threads submit)."""
@@ -108,7 +151,7 @@ class Dispatcher:
             except queue.Empty:
                 return ran
             if job is not None:
-                job.run()
+                self._run(job)
                 ran += 1
             if time.monotonic() >= deadline:
                 return ran
@@ -121,7 +164,23 @@ class Dispatcher:
             except queue.Empty:
                 continue
             if job is not None:
-                job.run()
+                self._run(job)
+
+    def _run(self, job: Job) -> None:
+        self._running = job
+        try:
+            job.run()
+        except JobInterrupted:
+            pass  # it arrived just after the job ended: nothing is left to stop
+        finally:
+            self._running = None
+
+    def interrupt_running(self) -> bool:
+        """Stop the job running on the main thread now, if any (a signal handler calls this there)."""
+        job = self._running
+        if job is None or job._thread != threading.get_ident():
+            return job.interrupt() if job is not None else False
+        raise JobInterrupted  # from a signal handler: this unwinds even a sleep inside the job
 
     def request_stop(self) -> None:
         """Ask the blocking pump to return; safe from signal handlers and other threads."""

@@ -22,7 +22,15 @@ class PortUnavailable(BridgeError):
 
 
 class DispatchTimeout(BridgeError):
-    """Blender's main thread did not take or finish a job in time."""
+    """Blender's main thread did not take or finish a job in time.
+
+    `state`: `busy` (never started, not run), `interrupted` (stopped at its deadline) or
+    `still_running` (inside Blender's own code, which Python cannot interrupt).
+    """
+
+    def __init__(self, message: str, *, state: str = "busy") -> None:
+        super().__init__(message)
+        self.state = state
 
 
 class BridgeStopped(BridgeError):
@@ -67,3 +75,10 @@ class RpcError(BridgeError):
         if self.data is not None:
             error["data"] = self.data
         return error
+
+
+class JobInterrupted(BaseException):
+    """Raised inside a running job's code to stop it (its deadline passed, or the bridge is stopping).
+
+    A BaseException, not an Exception, so `except Exception` in agent-written code cannot swallow it.
+    """

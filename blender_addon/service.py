@@ -205,7 +205,7 @@ class Bridge:
             log.logger.info("tool %s failed [%s]: %s", name, exc.state, exc)
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
         except DispatchTimeout as exc:
-            return ToolOutcome.error(str(exc), state="busy")
+            return ToolOutcome.error(str(exc), state=exc.state)
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
         return outcome

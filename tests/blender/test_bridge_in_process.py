@@ -136,3 +136,18 @@ def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_hold
     assert [answer["isError"] and json.loads(answer["content"][0]["text"])["state"] for answer in answers] == [
         "stopped"
     ] * 4
+
+
+def test_a_runaway_script_is_stopped_at_its_deadline_and_the_bridge_keeps_serving(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1))
+    loop = "while True:\n    pass"
+
+    def ask() -> tuple[dict, dict]:
+        return _call(bridge, "execute_blender_code", {"code": loop}), _call(bridge, "get_objects_summary")
+
+    runaway, after = serve_while(bridge.dispatcher, ask)
+    error = json.loads(runaway["content"][0]["text"])
+    assert runaway["isError"] is True and "was stopped" in error["error"] and error["state"] == "interrupted"
+    assert after["isError"] is False

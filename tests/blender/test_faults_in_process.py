@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import psutil
 
@@ -19,14 +20,21 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
 
     def calls() -> tuple[str, str, dict]:
-        slow = bridge.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(1.0)\nresult = {}"})
+        box: dict[str, Any] = {}
+        code = {"code": "import time\ntime.sleep(1.0)\nresult = {}"}
+        slow = threading.Thread(target=lambda: box.update(slow=bridge.call_tool("execute_blender_code", code)))
+        slow.start()
+        deadline = time.monotonic() + 10
+        while not bridge.dispatcher.running():  # until the main thread has taken the slow job
+            assert time.monotonic() < deadline, "the slow job never started"
+            time.sleep(0.01)
         queued = bridge.call_tool("get_objects_summary", {})  # waits behind the slow job, and gives up
-        time.sleep(1.0)
+        slow.join()
         after = bridge.call_tool("get_objects_summary", {})
-        return slow.content[0]["text"], queued.content[0]["text"], json.loads(after.content[0]["text"])
+        return box["slow"].content[0]["text"], queued.content[0]["text"], json.loads(after.content[0]["text"])
 
     slow, queued, after = serve_while(bridge.dispatcher, calls)
-    assert '"state":"busy"' in slow and "still running" in slow and "result is discarded" in slow
+    assert '"state":"interrupted"' in slow and "was stopped" in slow  # the sleep ended, then the interrupt landed
     assert '"state":"busy"' in queued and "was not run" in queued
     assert after["status"] == "ok"
 

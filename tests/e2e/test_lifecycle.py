@@ -10,6 +10,8 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -143,3 +145,33 @@ def test_a_newer_blender_takes_over_the_runtime_file_and_the_older_keeps_its_han
             newer.stop()  # its log is complete once it has stopped
             assert "Took over the runtime file" in newer.log_tail()
         assert not path.exists()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
+@pytest.mark.parametrize("how", ["SIGTERM", "stdin closed"])
+def test_a_bridge_busy_with_a_runaway_script_still_stops_cleanly(
+    own_blender: HeadlessBlender, how: str, tmp_path: Path
+) -> None:
+    client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+    started = tmp_path / "looping"
+    code = f"open({str(started)!r}, 'w').close()\nwhile True:\n    pass"
+    answers: list[object] = []
+
+    def runaway() -> None:
+        try:
+            answers.append(asyncio.run(client.call_tool("execute_blender_code", {"code": code})))
+        except ToolCallFailed as exc:  # the bridge went away while answering: also an answer
+            answers.append(exc)
+
+    caller = threading.Thread(target=runaway)
+    caller.start()
+    deadline = time.monotonic() + 30
+    while not started.exists():  # the loop now holds Blender's main thread
+        assert time.monotonic() < deadline, "the script never started"
+        time.sleep(0.01)
+    if how == "SIGTERM":
+        os.kill(own_blender.pid, signal.SIGTERM)
+    exit_code = own_blender.stop(timeout=60)  # closes stdin too; forces only if neither stops it
+    caller.join(60)
+    assert exit_code == 0, own_blender.log_tail()
+    assert not own_blender.runtime_file.exists() and answers
