@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from hermes_blender.contract.host import HostFacts
 from hermes_blender.contract.liveness import RuntimeFileSpec, endpoint_url, read_live_endpoint
 from hermes_blender.contract.redact import REDACTOR
 from hermes_blender.errors import LiveEndpointUnavailable
+from tests.hostile_files import KINDS, place, posix_only
 
 
 def _host(alive: bool = True) -> HostFacts:
@@ -176,18 +176,11 @@ def test_a_token_no_blender_writes_is_never_used(tmp_path: Path, token: str) -> 
     assert caught.value.state == "endpoint_unavailable" and token not in str(caught.value)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero")
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "deep"])
+@posix_only
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_hostile_runtime_file_is_a_clear_state_not_a_hang(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "server.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "huge":
-        path.write_bytes(b"{" + b" " * (2 * 1024 * 1024) + b"}")
-    else:
-        path.write_text("[" * 100_000 + "]" * 100_000)
+    place(path, kind)
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(RuntimeFileSpec(path=str(path)), _host())
     assert caught.value.state == "app_not_running"

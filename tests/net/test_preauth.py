@@ -59,22 +59,12 @@ def test_a_stranger_that_dribbles_its_headers_gets_408() -> None:
         endpoint.listener.stop()
 
 
-def test_idle_sockets_at_the_cap_cannot_lock_the_owner_out(small: Endpoint) -> None:
+@pytest.mark.parametrize("opening", [b"", b"POST /mcp HTTP/1.1\r\nHost: x\r\n"], ids=["idle", "half-sent headers"])
+def test_squatting_sockets_at_the_cap_cannot_lock_the_owner_out(small: Endpoint, opening: bytes) -> None:
     squatters = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP * 2)]
     try:
-        assert _served(small)
-    finally:
         for sock in squatters:
-            sock.close()
-
-
-def test_half_sent_unauthenticated_requests_at_the_cap_cannot_lock_the_owner_out(small: Endpoint) -> None:
-    squatters = []
-    for _ in range(CAP * 2):
-        sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
-        sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")  # headers never finished
-        squatters.append(sock)
-    try:
+            sock.sendall(opening)
         assert _served(small)
     finally:
         for sock in squatters:

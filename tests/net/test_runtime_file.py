@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from blender_addon.net import runtime_file
+from tests.hostile_files import KINDS, place, posix_only
 
 
 def _dead_pid() -> int:
@@ -123,18 +124,11 @@ def test_a_newer_bridge_publishing_during_withdraw_keeps_its_file(
     assert json.loads(path.read_text())["http"] == "http://127.0.0.1:2"
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs and /dev/zero")
-@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge", "deep"])
+@posix_only
+@pytest.mark.parametrize("kind", KINDS)
 def test_a_hostile_file_at_the_path_reads_as_no_record_without_hanging(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "server.json"
-    if kind == "fifo":
-        os.mkfifo(path)
-    elif kind == "dev-zero":
-        path.symlink_to("/dev/zero")
-    elif kind == "huge":
-        path.write_bytes(b'{"pid": 1, "pad": "' + b"x" * (2 * runtime_file.MAX_BYTES) + b'"}')
-    else:
-        path.write_text("[" * 100_000 + "]" * 100_000)
+    place(path, kind)
     assert runtime_file._read_record(path) is None
     if kind in ("fifo", "dev-zero"):
         path.unlink()
