@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import bpy
 
+from ..errors import JobInterrupted
 from ..jsontext import RawJson, dumps
 
 BLOCKED_OPERATORS = frozenset(
@@ -50,9 +51,11 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
     with captured, blocked_operators():
         try:
             exec(compile(code, FILENAME, "exec"), namespace)
+        except JobInterrupted:
+            raise  # the bridge is stopping this job: let it go
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
-        except Exception as exc:
+        except BaseException as exc:  # KeyboardInterrupt and friends too: agent code must never end Blender
             return captured.envelope(error=_traceback(exc))
     check = namespace.get("check_is_finished")
     if callable(check):
@@ -64,16 +67,21 @@ def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture) -> En
     with captured, blocked_operators():
         try:
             value = check()
+        except JobInterrupted:
+            raise
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
-        except Exception as exc:
+        except BaseException as exc:
             return captured.envelope(error=_traceback(exc))
     return None if value is None else _finish(value, strict_json, captured)
 
 
 def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
     if not isinstance(result, dict):
-        return captured.envelope(error=f"The `result` variable must be a dict, not {type(result).__name__}")
+        return captured.envelope(
+            error=f"The `result` variable must be a dict, not {type(result).__name__}. "
+            'Wrap your return value: `result = {"key": value}`'
+        )
     try:
         text = (
             dumps(result)
@@ -86,8 +94,11 @@ def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
 
 
 def _traceback(exc: BaseException) -> str:
+    """The traceback from the agent's own code down; none of the bridge's frames above it."""
     frames = traceback.extract_tb(exc.__traceback__)
-    ours = next((i for i, frame in enumerate(frames) if frame.filename == FILENAME), 0)
+    ours = next((i for i, frame in enumerate(frames) if frame.filename == FILENAME), None)
+    if ours is None:  # raised before the code ran (a SyntaxError from compile): only the error itself
+        return "".join(traceback.format_exception_only(type(exc), exc)).rstrip()
     tb = exc.__traceback__
     for _ in range(ours):
         tb = tb.tb_next if tb is not None else None

@@ -128,3 +128,16 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(service: Mo
     assert envelope["status"] == "error" and "switched off" in envelope["message"]
     assert outcome.is_error and "code_execution_disabled" in outcome.content[0]["text"]
     assert not summary.is_error  # read-only tools still work
+
+
+def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    code = DEFERRED.replace("result = {}", "print('started')\nresult = {}").replace(
+        "    bpy.app.driver_namespace['polls'] += 1\n",
+        "    bpy.app.driver_namespace['polls'] += 1\n    print('poll')\n",
+    )
+    envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), code))
+    assert envelope["status"] == "ok" and envelope["result"] == {"polls": 3}
+    assert envelope["stdout"] == "started\npoll\npoll\npoll\n"

@@ -39,7 +39,10 @@ def test_tool_style_code_gets_an_ok_envelope(lab: int) -> None:
 
 def test_result_must_be_a_dict(lab: int) -> None:
     envelope = lab_execute(lab, "result = [1, 2]")
-    assert envelope == {"status": "error", "message": "The `result` variable must be a dict, not list"}
+    assert envelope == {
+        "status": "error",
+        "message": 'The `result` variable must be a dict, not list. Wrap your return value: `result = {"key": value}`',
+    }
     _still_serving(lab)
 
 
@@ -176,3 +179,16 @@ def test_the_lab_listener_is_off_unless_asked_for(tmp_path: Path) -> None:
     with HeadlessBlender(tmp_path / "server.json"):
         record = json.loads((tmp_path / "server.json").read_text())
     assert "lab" not in record and "lab_error" not in record
+
+
+@pytest.mark.parametrize("raised", ["KeyboardInterrupt", "GeneratorExit", "BaseException('x')"])
+def test_agent_code_raising_any_base_exception_is_an_error_reply_and_blender_survives(lab: int, raised: str) -> None:
+    reply = lab_execute(lab, f"raise {raised}")
+    assert reply["status"] == "error" and raised.split("(")[0] in reply["message"]
+    _still_serving(lab)
+
+
+def test_a_syntax_error_shows_the_agents_code_not_the_bridges_frames(lab: int) -> None:
+    reply = lab_execute(lab, "result = {\n  'a': 1,,\n}")
+    assert reply["status"] == "error" and "SyntaxError" in reply["message"]
+    assert "python_exec" not in reply["message"] and "Traceback" not in reply["message"]
