@@ -114,3 +114,18 @@ def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
     return [exc]
+
+
+MODERN_VERSION = "2026-07-28"
+
+
+def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> tuple[bytes, dict[str, str]]:
+    """One 2026-07-28 JSON-RPC request without the SDK: the body with its `_meta` envelope, and the headers
+    that mirror it (the bridge rejects a request whose headers and body disagree). For raw callers: scripts,
+    benchmarks, clients in other languages reading this as an example."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
+    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+    headers = {"Content-Type": "application/json", "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": method}
+    if method == "tools/call" and isinstance(params.get("name"), str):
+        headers["Mcp-Name"] = params["name"]  # an ASCII tool name; others travel as =?base64?…?=
+    return json.dumps(body).encode(), headers

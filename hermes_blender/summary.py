@@ -10,7 +10,10 @@ from .terminal import one_line
 def format_objects_summary(data: dict[str, Any]) -> str:
     root = data.get("collections") or []
     count = sum(_count(collection) for collection in root)
-    facts = [f"active: {one_line(data.get('active_object') or 'none')}", f"mode: {one_line(data.get('object_mode'))}"]
+    facts = [
+        f"active: {one_line(data.get('active_object') or 'none')}",
+        f"mode: {one_line(data.get('object_mode') or 'none')}",
+    ]
     facts.append(f"camera: {one_line(data.get('camera_object') or 'none')}")
     scene = one_line(data.get("scene_name"))
     lines = [f"Scene '{scene}': {count} object{'s' if count != 1 else ''} ({', '.join(facts)})"]

@@ -31,20 +31,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hermes_blender.client import BridgeClient  # noqa: E402
+from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
 from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 
-MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
-SUMMARY = json.dumps(
-    {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/call",
-        "params": {"name": "get_objects_summary", "arguments": {}, "_meta": MODERN},
-    }
-).encode()
+SUMMARY, SUMMARY_HEADERS = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -151,8 +143,8 @@ class KeepAlive:
         self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.headers = {"Content-Type": "application/json", **headers}
 
-    def post(self, path: str, body: bytes) -> bytes:
-        self.conn.request("POST", path, body=body, headers=self.headers)
+    def post(self, path: str, body: bytes, headers: dict[str, str] = SUMMARY_HEADERS) -> bytes:
+        self.conn.request("POST", path, body=body, headers={**self.headers, **headers})
         response = self.conn.getresponse()
         data = response.read()
         if response.status != 200:
@@ -251,24 +243,14 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
             "bpy.context.scene.collection.children.link(c)\n"
             f"for i in range({size}):\n    c.objects.link(bpy.data.objects.new(f'obj_{{i:06d}}', None))\nresult = {{}}"
         )
-        call = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": "execute_blender_code", "arguments": {"code": code}, "_meta": MODERN},
-        }
-        link.post("/mcp", json.dumps(call).encode())
+        link.post("/mcp", *modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}}))
         first = timed(lambda: link.post("/mcp", SUMMARY), 20, warmup=2)
         page_bytes = len(link.post("/mcp", SUMMARY))
-        everything = json.dumps(
-            {**json.loads(SUMMARY), "params": {**json.loads(SUMMARY)["params"], "arguments": {"limit": 5000}}}
-        ).encode()
         pages, offset, started = 0, 0, time.perf_counter()
         total_bytes = 0
         while offset is not None:
-            body = json.loads(everything)
-            body["params"]["arguments"]["offset"] = offset
-            reply = link.post("/mcp", json.dumps(body).encode())
+            page = {"name": "get_objects_summary", "arguments": {"limit": 5000, "offset": offset}}
+            reply = link.post("/mcp", *modern_request("tools/call", page))
             total_bytes += len(reply)
             offset = json.loads(reply)["result"]["structuredContent"]["next_offset"]
             pages += 1

@@ -6,7 +6,9 @@ body is even parsed, so nothing unauthenticated reaches the protocol or Blender.
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +22,7 @@ from .mcp import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
+    META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     METHOD_NOT_FOUND,
     MODERN_VERSION,
@@ -34,6 +37,7 @@ ENDPOINT_PATH = "/mcp"
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
 
 # Every other path, OAuth discovery and registration included. An MCP client whose OAuth support
 # reacts to our 401 ends its discovery here, so this text is what its user reads.
@@ -140,11 +144,10 @@ class McpHttpApp:
             params = {}
         if not isinstance(params, dict):
             return _rpc_error(request_id, RpcError(INVALID_PARAMS, "'params' must be an object"), 400)
-        meta = params.get("_meta")
+        if _is_modern(request, params, method):
+            return self._modern(request, request_id, method, params)
         if method == "initialize":
             return self._initialize(request_id, params)
-        if isinstance(meta, dict) and META_PROTOCOL_VERSION in meta or method == "server/discover":
-            return self._modern(request, request_id, method, params, meta if isinstance(meta, dict) else {})
         return self._legacy(request, request_id, method, params)
 
     def _initialize(self, request_id: str | int, params: dict[str, Any]) -> Response:
@@ -152,27 +155,12 @@ class McpHttpApp:
         session_id = self._sessions.create(version)
         return _rpc_result(request_id, result, [(SESSION_HEADER, session_id)])
 
-    def _modern(
-        self, request: Request, request_id: str | int, method: str, params: dict[str, Any], meta: dict[str, Any]
-    ) -> Response:
-        version = meta.get(META_PROTOCOL_VERSION, request.header(VERSION_HEADER) or MODERN_VERSION)
+    def _modern(self, request: Request, request_id: str | int, method: str, params: dict[str, Any]) -> Response:
+        """2026-07-28: every request carries its envelope, mirrored in headers, checked in the spec's order."""
         try:
-            if version != MODERN_VERSION:
-                raise RpcError(
-                    UNSUPPORTED_PROTOCOL_VERSION,
-                    f"unsupported protocol version {version!r}",
-                    {"supported": list(SUPPORTED_VERSIONS), "requested": version},
-                )
-            header_version = request.header(VERSION_HEADER)
-            if header_version is not None and header_version != version:
-                raise RpcError(
-                    HEADER_MISMATCH, f"{VERSION_HEADER} header {header_version!r} differs from _meta {version!r}"
-                )
-            header_method = request.header(METHOD_HEADER)
-            if header_method is not None and header_method != method:
-                raise RpcError(
-                    HEADER_MISMATCH, f"{METHOD_HEADER} header {header_method!r} differs from method {method!r}"
-                )
+            _check_envelope(request, method, params)
+            if method in REMOVED_IN_MODERN:
+                raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (removed in {MODERN_VERSION})")
             result = self._protocol.dispatch(method, params, modern=True)
         except RpcError as error:
             return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200))
@@ -198,6 +186,62 @@ class McpHttpApp:
         except RpcError as error:
             return _rpc_error(request_id, error, 200)
         return _rpc_result(request_id, result)
+
+
+REMOVED_IN_MODERN = frozenset({"initialize", "ping"})
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""Methods whose named parameter a client mirrors in the Mcp-Name header."""
+
+
+def _is_modern(request: Request, params: dict[str, Any], method: str) -> bool:
+    """A 2026-07-28 request: its header says so, or it carries the per-request envelope, or it is discovery."""
+    header = request.header(VERSION_HEADER)
+    if header is not None and header not in HANDSHAKE_VERSIONS:
+        return True
+    meta = params.get("_meta")
+    return (isinstance(meta, dict) and META_PROTOCOL_VERSION in meta) or method == "server/discover"
+
+
+def _check_envelope(request: Request, method: str, params: dict[str, Any]) -> None:
+    """The envelope, then headers against the body, then the version: the first failure is the answer."""
+    meta = params.get("_meta")
+    if not isinstance(meta, dict):
+        raise RpcError(
+            INVALID_PARAMS, f"params._meta must carry {META_PROTOCOL_VERSION!r} and {META_CLIENT_CAPABILITIES!r}"
+        )
+    missing = [key for key in (META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES) if key not in meta]
+    if missing:
+        raise RpcError(INVALID_PARAMS, f"params._meta is missing {', '.join(missing)}")
+    version = meta[META_PROTOCOL_VERSION]
+    if request.header(VERSION_HEADER) != version:
+        raise RpcError(HEADER_MISMATCH, f"the {VERSION_HEADER} header must equal params._meta's protocol version")
+    if request.header(METHOD_HEADER) != method:
+        raise RpcError(HEADER_MISMATCH, f"the {METHOD_HEADER} header must equal the request's method")
+    name_key = NAME_BEARING.get(method)
+    if name_key is not None and params.get(name_key) is not None:
+        if _header_value(request.header(NAME_HEADER)) != params[name_key]:
+            raise RpcError(HEADER_MISMATCH, f"the {NAME_HEADER} header must equal params.{name_key}")
+    if not isinstance(version, str):
+        raise RpcError(INVALID_PARAMS, "params._meta's protocol version must be a string")
+    if version != MODERN_VERSION:
+        raise RpcError(
+            UNSUPPORTED_PROTOCOL_VERSION,
+            f"unsupported protocol version {version!r}",
+            {"supported": list(SUPPORTED_VERSIONS), "requested": version},
+        )
+
+
+_ENCODED = re.compile(r"=\?base64\?(?P<payload>.*)\?=")
+
+
+def _header_value(raw: str | None) -> str | None:
+    """A header value as the client meant it: non-ASCII values travel as =?base64?…?=."""
+    if raw is None or (found := _ENCODED.fullmatch(raw)) is None:
+        return raw
+    try:
+        return base64.b64decode(found["payload"], validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        return None
 
 
 def _rpc_result(

@@ -62,7 +62,7 @@ OBJECTS_SUMMARY_SCHEMA: dict[str, Any] = {
         "scene_name": {"type": "string"},
         "active_workspace": {"type": ["string", "null"]},
         "active_object": {"type": ["string", "null"]},
-        "object_mode": {"type": "string"},
+        "object_mode": {"type": ["string", "null"]},
         "camera_object": {"type": ["string", "null"]},
         "collections": {"type": "array", "items": {"$ref": "#/$defs/collection"}},
         "total_objects": {
@@ -105,7 +105,7 @@ def objects_summary(arguments: dict[str, Any]) -> dict[str, Any]:
         "scene_name": name_of(scene),
         "active_workspace": name_of(workspace) if workspace is not None else None,
         "active_object": name_of(active) if active is not None else None,
-        "object_mode": context.mode,
+        "object_mode": context.mode if active is not None else None,  # as the official tool: null without one
         "camera_object": name_of(scene.camera) if scene.camera is not None else None,
         "collections": [tree],
         "total_objects": page.seen,
@@ -138,7 +138,7 @@ def _layer_collection(layer_collection: Any, view_layer: Any, page: _Page) -> di
     return {
         "name": name_of(collection),
         "exclude": layer_collection.exclude,
-        "hide_viewport": layer_collection.hide_viewport,
+        "hide_viewport": collection.hide_viewport,  # the collection's own flag, as the official tool reads it
         "objects": [_object(obj, view_layer) for obj in page.take(collection.objects)],
         "children": [
             _layer_collection(child, view_layer, page) for child in sorted(layer_collection.children, key=_name)
@@ -154,9 +154,9 @@ def _object(obj: Any, view_layer: Any) -> dict[str, Any]:
         "data_name": name_of(obj.data) if obj.data is not None else None,
         "selected": obj.select_get(view_layer=view_layer),
         "visible": obj.visible_get(view_layer=view_layer),
-        "hide_viewport": obj.hide_viewport,
+        "hide_viewport": obj.hide_get(view_layer=view_layer),  # the eye icon, as the official tool reads it
     }
-    if obj.instance_type == "COLLECTION" and obj.instance_collection is not None:
+    if obj.type == "EMPTY" and obj.instance_collection is not None:  # the official tool names it for empties only
         entry["instance_collection"] = name_of(obj.instance_collection)
     return entry
 

@@ -13,23 +13,16 @@ from typing import Any
 import bpy
 import pytest
 
-from .conftest import serve_while
+from hermes_blender.client import modern_request
 
-MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+from .conftest import serve_while
 
 
 def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
     token = json.loads(bridge.runtime_file.read_text())["token"]
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/call",
-            "params": {"name": name, "arguments": arguments or {}, "_meta": MODERN},
-        }
-    ).encode()
+    body, headers = modern_request("tools/call", {"name": name, "arguments": arguments or {}})
     request = urllib.request.Request(
-        bridge.endpoint, data=body, headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        bridge.endpoint, data=body, headers={**headers, "Authorization": f"Bearer {token}"}
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         return json.loads(response.read())["result"]

@@ -13,7 +13,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from hermes_blender.client import BridgeClient, ToolResult
+from hermes_blender.client import BridgeClient, ToolResult, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 
@@ -256,7 +256,8 @@ def _raw_render_state(factory: Session, arguments_json: str) -> str:
         '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"render_viewport_to_path",'
         f'"arguments":{arguments_json},"_meta":{meta}}}}}'
     )
-    headers = {**endpoint.headers(), "Content-Type": "application/json"}
+    _, envelope_headers = modern_request("tools/call", {"name": "render_viewport_to_path"})
+    headers = {**endpoint.headers(), **envelope_headers}
     reply = httpx2.post(endpoint.url, content=body.encode(), headers=headers, timeout=60).json()
     assert reply["result"]["isError"] is True
     return json.loads(reply["result"]["content"][0]["text"])["state"]
@@ -298,3 +299,24 @@ def test_an_existing_render_is_replaced_only_when_asked_and_an_old_file_is_never
     assert target.read_bytes() == b"old"
     written = factory.ok("render_viewport_to_path", {"output_path": str(target), "overwrite": True})
     assert written["filepath"] == str(target) and target.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_summary_reports_the_same_facts_as_the_official_tool(factory: Session) -> None:
+    """The eye icon (hide_get), the collection's own hide_viewport, no mode without an active object,
+    and instance_collection named for empties only: the official server's semantics for the same names."""
+    factory.run(
+        "import bpy\ncube = bpy.data.objects['Cube']\ncube.hide_set(True)\n"
+        "bpy.data.collections['Collection'].hide_viewport = True\n"
+        "group = bpy.data.collections.new('Group')\nmesh = bpy.data.objects['Light']\n"
+        "mesh.instance_collection = group\n"
+        "empty = bpy.data.objects.new('Holder', None)\nempty.instance_type = 'COLLECTION'\n"
+        "empty.instance_collection = group\nbpy.context.scene.collection.objects.link(empty)\n"
+        "bpy.context.view_layer.objects.active = None\nresult = {}"
+    )
+    summary = factory.ok("get_objects_summary")
+    root = summary["collections"][0]
+    collection = root["children"][0]
+    objects = {o["name"]: o for o in root["objects"] + collection["objects"]}
+    assert summary["object_mode"] is None and summary["active_object"] is None
+    assert collection["hide_viewport"] is True and objects["Cube"]["hide_viewport"] is True
+    assert objects["Holder"]["instance_collection"] == "Group" and "instance_collection" not in objects["Light"]

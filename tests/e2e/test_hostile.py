@@ -16,13 +16,11 @@ from typing import Any
 
 import pytest
 
-from hermes_blender.client import BridgeClient
+from hermes_blender.client import BridgeClient, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.errors import ToolCallFailed
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.lab import lab_execute
-
-MODERN = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 class Link:
@@ -42,9 +40,12 @@ class Link:
         modern: bool = True,
         headers: dict[str, str] | None = None,
     ) -> tuple[int, dict[str, str], Any]:
-        params = {**(params or {}), **({"_meta": MODERN} if modern else {})}
-        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
-        base = {"Content-Type": "application/json", "Authorization": f"Bearer {self.token}"}
+        if modern:
+            body, base = modern_request(method, params or {})
+        else:
+            body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params or {}}).encode()
+            base = {"Content-Type": "application/json"}
+        base["Authorization"] = f"Bearer {self.token}"
         self.conn.request("POST", "/mcp", body=body, headers={**base, **(headers or {})})
         response = self.conn.getresponse()
         raw = response.read()
@@ -117,26 +118,16 @@ def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_req
 ) -> None:
     link = Link(blender)
     link.call("execute_blender_code", {"code": "bpy.app.driver_namespace['runs'] = 0\nresult = {}"})
-    body = json.dumps(
-        {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "method": "tools/call",
-            "params": {
-                "_meta": MODERN,
-                "name": "execute_blender_code",
-                "arguments": {
-                    "code": "import time\ntime.sleep(0.5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"
-                },
-            },
-        }
-    )
+    code = "import time\ntime.sleep(0.5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"
+    body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}}, 9)
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     with socket.create_connection(("127.0.0.1", link.port)) as sock:
         sock.sendall(
             (
                 f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{link.port}\r\nAuthorization: Bearer {link.token}\r\n"
-                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n{body}"
+                f"{head}Content-Length: {len(body)}\r\n\r\n"
             ).encode()
+            + body
         )
         time.sleep(0.1)
     time.sleep(1.0)

@@ -11,7 +11,7 @@ import sys
 import httpx2
 import pytest
 
-from hermes_blender.client import BridgeClient
+from hermes_blender.client import BridgeClient, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 
@@ -54,18 +54,8 @@ def test_legacy_era_negotiates_a_session_and_modern_era_does_not(blender: Headle
 
 def _post(blender: HeadlessBlender, headers: dict[str, str]) -> httpx2.Response:
     assert blender.endpoint is not None
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "tools/list",
-        "params": {
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            }
-        },
-    }
-    return httpx2.post(blender.endpoint.url, json=body, headers=headers, timeout=10)
+    body, envelope_headers = modern_request("tools/list", {})
+    return httpx2.post(blender.endpoint.url, content=body, headers={**envelope_headers, **headers}, timeout=10)
 
 
 def test_no_token_or_wrong_token_is_401(blender: HeadlessBlender) -> None:

@@ -82,6 +82,7 @@ class Endpoint:
         params = dict(params or {})
         if modern:
             params["_meta"] = {**MODERN_META, **params.get("_meta", {})}
+            headers = {**modern_headers(method, params), **headers}
         return self.post({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, self.headers(**headers))
 
     def raw(self, data: bytes, *, read_timeout: float = 10.0) -> bytes:
@@ -92,6 +93,14 @@ class Endpoint:
             while chunk := sock.recv(65536):
                 chunks.append(chunk)
         return b"".join(chunks)
+
+
+def modern_headers(method: str, params: dict[str, Any]) -> dict[str, str]:
+    """What a 2026-07-28 client mirrors from the body into headers (keys as `headers(**extra)` takes them)."""
+    headers = {"MCP_Protocol_Version": "2026-07-28", "Mcp_Method": method}
+    if method == "tools/call" and isinstance(params.get("name"), str):
+        headers["Mcp_Name"] = params["name"]
+    return headers
 
 
 def start_endpoint(

@@ -15,7 +15,7 @@ from blender_addon.jsontext import RawJson, dumps, encode
 from blender_addon.net.lab_protocol import LabSettings, _Incoming, serve_lab_connection
 from blender_addon.net.listener import TcpListener
 
-from .conftest import MODERN_META, start_endpoint
+from .conftest import MODERN_META, modern_headers, start_endpoint
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 json_values = st.recursive(
@@ -168,7 +168,9 @@ def test_a_slow_lab_client_costs_linear_work_not_quadratic() -> None:
 def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500() -> None:
     body = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"echo","arguments":{"s":"\\udce9"},'
     body += b'"_meta":' + json.dumps(MODERN_META).encode() + b"}}"
-    status, _, reply = ENDPOINT.post(None, body=body)
+    status, _, reply = ENDPOINT.post(
+        None, ENDPOINT.headers(**modern_headers("tools/call", {"name": "echo"})), body=body
+    )
     assert status == 200 and reply["id"] == "\ud800"
     assert reply["result"]["structuredContent"] == {"echo": {"s": "\udce9"}}
     _serving()

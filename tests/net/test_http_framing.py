@@ -75,7 +75,8 @@ def test_keep_alive_serves_many_requests_on_one_connection(endpoint: Endpoint) -
     conn = http.client.HTTPConnection("127.0.0.1", endpoint.port, timeout=5)
     body = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}'
     for _ in range(20):
-        conn.request("POST", "/mcp", body=body, headers=endpoint.headers())
+        headers = endpoint.headers(MCP_Protocol_Version="2026-07-28", Mcp_Method="tools/list")
+        conn.request("POST", "/mcp", body=body, headers=headers)
         response = conn.getresponse()
         response.read()
         assert response.status == 200

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from .conftest import Endpoint
+import base64
+
+import pytest
+
+from .conftest import Endpoint, modern_headers
 
 
 def _initialize(endpoint: Endpoint, version: str = "2025-11-25") -> str:
@@ -77,7 +81,11 @@ def test_modern_requests_need_no_session(endpoint: Endpoint) -> None:
 
 
 def test_unsupported_modern_version_is_32022_with_the_supported_list(endpoint: Endpoint) -> None:
-    status, _, body = endpoint.rpc("tools/list", {"_meta": {"io.modelcontextprotocol/protocolVersion": "2031-01-01"}})
+    status, _, body = endpoint.rpc(
+        "tools/list",
+        {"_meta": {"io.modelcontextprotocol/protocolVersion": "2031-01-01"}},
+        MCP_Protocol_Version="2031-01-01",
+    )
     assert status == 400
     assert body["error"]["code"] == -32022
     assert "2026-07-28" in body["error"]["data"]["supported"]
@@ -128,7 +136,7 @@ def test_malformed_messages_are_32600_or_32602(endpoint: Endpoint) -> None:
 
 def test_tools_call_rejects_bad_params_and_unknown_tools(endpoint: Endpoint) -> None:
     for params, code in (
-        ({"name": 3}, -32602),
+        ({"name": 3}, -32020),  # Mcp-Name can only mirror a string: header and body disagree
         ({"name": "echo", "arguments": [1]}, -32602),
         ({"name": "nope"}, -32602),
     ):
@@ -149,3 +157,69 @@ def test_a_host_that_raises_gets_500_and_the_endpoint_keeps_serving(endpoint: En
     assert "host bug" not in str(body)  # no internals leak to the client
     status, _, _ = endpoint.rpc("tools/list")
     assert status == 200
+
+
+def _modern(endpoint: Endpoint, method: str, params: dict, **headers: str | None) -> tuple[int, dict]:
+    """A 2026-07-28 request with exactly these headers (None drops one the client would send)."""
+    sent = {**modern_headers(method, params), **headers}
+    status, _, body = endpoint.post(
+        {"jsonrpc": "2.0", "id": 7, "method": method, "params": params},
+        endpoint.headers(**{k: v for k, v in sent.items() if v is not None}),
+    )
+    return status, body
+
+
+FULL_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+@pytest.mark.parametrize("method", ["tools/list", "tools/call"])
+@pytest.mark.parametrize(
+    "meta",
+    [
+        None,
+        {"io.modelcontextprotocol/clientCapabilities": {}},
+        {"io.modelcontextprotocol/protocolVersion": "2026-07-28"},
+    ],
+    ids=["no _meta", "no protocolVersion", "no clientCapabilities"],
+)
+def test_a_modern_request_without_its_envelope_is_400_32602(endpoint: Endpoint, method: str, meta: dict | None) -> None:
+    params: dict = {"name": "echo"} if method == "tools/call" else {}
+    if meta is not None:
+        params["_meta"] = meta
+    status, body = _modern(endpoint, method, params)
+    assert (status, body["error"]["code"], body["id"]) == (400, -32602, 7)
+    assert endpoint.tools.calls == []
+
+
+@pytest.mark.parametrize("method", ["initialize", "ping"])
+def test_methods_removed_in_2026_07_28_are_404_32601(endpoint: Endpoint, method: str) -> None:
+    status, body = _modern(endpoint, method, {"_meta": FULL_META})
+    assert (status, body["error"]["code"]) == (404, -32601) and "removed" in body["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("headers", "rule"),
+    [
+        ({"Mcp_Method": None}, "Mcp-Method"),
+        ({"Mcp_Method": "tools/list"}, "Mcp-Method"),
+        ({"Mcp_Name": None}, "Mcp-Name"),
+        ({"Mcp_Name": "fail"}, "Mcp-Name"),
+        ({"MCP_Protocol_Version": None}, "MCP-Protocol-Version"),
+    ],
+)
+def test_routing_headers_missing_or_unlike_the_body_are_400_32020(endpoint: Endpoint, headers: dict, rule: str) -> None:
+    status, body = _modern(endpoint, "tools/call", {"name": "echo", "_meta": FULL_META}, **headers)
+    assert (status, body["error"]["code"]) == (400, -32020) and rule in body["error"]["message"]
+    assert endpoint.tools.calls == []
+
+
+def test_a_non_ascii_tool_name_travels_base64_encoded_in_mcp_name(endpoint: Endpoint) -> None:
+    encoded = "=?base64?" + base64.b64encode("écho".encode()).decode() + "?="
+    status, body = _modern(endpoint, "tools/call", {"name": "écho", "_meta": FULL_META}, Mcp_Name=encoded)
+    assert body["error"]["code"] == -32602 and "écho" in body["error"]["message"]  # past the headers: unknown tool
+
+
+def test_an_unsupported_meta_version_under_the_2026_header_is_a_mismatch_first(endpoint: Endpoint) -> None:
+    meta = {**FULL_META, "io.modelcontextprotocol/protocolVersion": "2099-01-01"}
+    status, body = _modern(endpoint, "tools/list", {"_meta": meta})
+    assert (status, body["error"]["code"]) == (400, -32020)
