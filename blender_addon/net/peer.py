@@ -4,8 +4,9 @@ Loopback is shared by every user of the machine, and the Blender Lab wire carrie
 credentials (the official server sends none), so that listener admits a connection only
 when its peer runs as the same OS user as Blender. Each OS answers differently:
 
-- Linux: the peer's socket is a row of /proc/net/tcp (or tcp6) whose local end is the peer's
-  address and whose remote end is ours; that row names its owner's uid.
+- Linux: the kernel's socket diagnostics (netlink sock_diag) look the peer's socket up by its
+  four addresses and name its owner's uid; where netlink is unavailable, the same row is found in
+  /proc/net/tcp (or tcp6), which costs a pass over every socket on the machine.
 - Windows: GetExtendedTcpTable names the peer socket's owning process; its token's user SID
   is compared with ours.
 - Elsewhere (macOS): the owner cannot be told without privileges, so the answer is "unknown"
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import socket
+import struct
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ Address = tuple[str, int]
 class PeerHost:
     platform: str = sys.platform
     proc_net: Path = Path("/proc/net")
+    sock_diag: Callable[[Address, Address], int | None] | None = field(default_factory=lambda: _sock_diag_uid)
     my_uid: Callable[[], int] = field(default_factory=lambda: getattr(os, "getuid", lambda: -1))
     windows_peer_pid: Callable[[Address, Address], int | None] = field(default_factory=lambda: _windows_peer_pid)
     windows_user_of: Callable[[int], str | None] = field(default_factory=lambda: _windows_user_of)
@@ -58,7 +61,9 @@ def same_user_refusal(conn: socket.socket, host: PeerHost | None = None) -> str 
 def peer_is_same_user(ours: Address, theirs: Address, host: PeerHost) -> bool | None:
     """True/False when the owner is known, None when it cannot be told."""
     if host.platform.startswith("linux"):
-        uid = _linux_owner_uid(ours, theirs, host.proc_net)
+        uid = host.sock_diag(ours, theirs) if host.sock_diag is not None else None
+        if uid is None:
+            uid = _linux_owner_uid(ours, theirs, host.proc_net)
         return None if uid is None else uid == host.my_uid()
     if host.platform == "win32":
         pid = host.windows_peer_pid(ours, theirs)
@@ -72,18 +77,45 @@ def peer_is_same_user(ours: Address, theirs: Address, host: PeerHost) -> bool | 
 def _linux_owner_uid(ours: Address, theirs: Address, proc_net: Path) -> int | None:
     """The uid of the socket whose local end is `theirs` and whose remote end is `ours`."""
     wanted = (_proc_address(*theirs), _proc_address(*ours))
-    for table in ("tcp", "tcp6"):
+    for table in ("tcp", "tcp6"):  # streamed, and left at the first match: the kernel writes it as we read
         try:
-            lines = (proc_net / table).read_text().splitlines()[1:]
+            with (proc_net / table).open(encoding="ascii") as rows:
+                next(rows, None)
+                for line in rows:
+                    fields = line.split()
+                    if len(fields) <= 7:
+                        continue
+                    ends = (fields[1], fields[2]) if table == "tcp" else (_v4_of_v6(fields[1]), _v4_of_v6(fields[2]))
+                    if ends == wanted:
+                        return int(fields[7])
         except OSError:
             continue
-        for line in lines:
-            fields = line.split()
-            if len(fields) > 7 and (fields[1], fields[2]) == wanted:
-                return int(fields[7])
-            if len(fields) > 7 and table == "tcp6" and (_v4_of_v6(fields[1]), _v4_of_v6(fields[2])) == wanted:
-                return int(fields[7])
     return None
+
+
+_SOCK_DIAG_BY_FAMILY = 20
+_NETLINK_SOCK_DIAG = 4
+
+
+def _sock_diag_uid(ours: Address, theirs: Address) -> int | None:
+    """The owner uid of the peer's TCP socket, asked of the kernel by its exact addresses (IPv4)."""
+    try:
+        request_id = (
+            struct.pack("!HH", theirs[1], ours[1])  # the peer's socket: source = the peer, destination = us
+            + socket.inet_aton(theirs[0]).ljust(16, b"\0")
+            + socket.inet_aton(ours[0]).ljust(16, b"\0")
+            + struct.pack("=III", 0, 0xFFFFFFFF, 0xFFFFFFFF)  # any interface, no cookie
+        )
+        body = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + request_id
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
+            diag.settimeout(1.0)
+            diag.send(struct.pack("=IHHII", 16 + len(body), _SOCK_DIAG_BY_FAMILY, 1, 1, 0) + body)  # 1: request
+            reply = diag.recv(8192)
+    except (OSError, AttributeError):  # no netlink here (or not Linux): the caller reads /proc instead
+        return None
+    if len(reply) < 84 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+        return None  # an error answer: no such socket (it left) or a kernel without sock_diag
+    return int(struct.unpack_from("=I", reply, 16 + 4 + 48 + 12)[0])  # nlmsghdr, then inet_diag_msg.idiag_uid
 
 
 def _proc_address(ip: str, port: int) -> str:

@@ -32,7 +32,7 @@ def _hex(ip: str, port: int) -> str:
 def _linux(tmp_path: Path, tcp: str = "", tcp6: str = "", my_uid: int = 1000) -> PeerHost:
     (tmp_path / "tcp").write_text(HEADER + tcp)
     (tmp_path / "tcp6").write_text(HEADER + tcp6)
-    return PeerHost(platform="linux", proc_net=tmp_path, my_uid=lambda: my_uid)
+    return PeerHost(platform="linux", proc_net=tmp_path, sock_diag=None, my_uid=lambda: my_uid)
 
 
 def test_linux_peer_of_the_same_uid_is_admitted_and_another_uid_refused(tmp_path: Path) -> None:
@@ -101,3 +101,15 @@ def test_a_real_process_of_another_user_is_refused_before_it_can_send_code() -> 
     finally:
         listener.stop()
     assert answer["status"] == "error" and "belongs to another OS user" in answer["message"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="netlink sock_diag is Linux")
+def test_the_kernels_answer_and_the_proc_table_name_the_same_owner() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        client = socket.create_connection(server.getsockname())
+        conn, _ = server.accept()
+        with client, conn:
+            ours, theirs = conn.getsockname(), conn.getpeername()
+            fast = PeerHost().sock_diag(ours, theirs)  # type: ignore[misc]
+            slow = peer_is_same_user(ours, theirs, PeerHost(sock_diag=None))
+    assert fast == os.getuid() and slow is True
