@@ -71,3 +71,16 @@ def name_of(item: Any) -> str:
     except UnicodeDecodeError as exc:
         raw = exc.object
         return bytes(raw).decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else "\ufffd"
+
+
+def shallow(**fields: str | list[str]) -> dict[str, Any]:
+    """An output schema one level deep: each field's JSON type, all of them required.
+
+    The official MCP client checks every result against the schema on every call; a deep schema
+    makes that check cost more than the call (9 ms on a 57-object scene), a shallow one almost nothing.
+    """
+    return {
+        "type": "object",
+        "properties": {name: {"type": kind} for name, kind in fields.items()},
+        "required": list(fields),
+    }

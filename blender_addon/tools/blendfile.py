@@ -9,7 +9,7 @@ from typing import Any
 
 import bpy
 
-from .base import NO_ARGUMENTS, Tool, arguments
+from .base import NO_ARGUMENTS, Tool, arguments, shallow
 
 DEFAULT_LIMIT = 500
 LIMIT_SCHEMA = arguments(
@@ -168,13 +168,14 @@ def usage_guess(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "usage_guesses": guesses}
 
 
-def _tool(name: str, title: str, description: str, run: Any, *, limit: bool = True) -> Tool:
+def _tool(name: str, title: str, description: str, run: Any, output: dict[str, Any], *, limit: bool = True) -> Tool:
     return Tool(
         name=name,
         title=title,
         description=description,
         run=run,
         input_schema=dict(LIMIT_SCHEMA if limit else NO_ARGUMENTS),
+        output_schema=output,
     )
 
 
@@ -185,6 +186,15 @@ BLENDFILE_TOOLS = (
         "How many of each datablock the open .blend holds (objects, meshes, materials, images, node groups, ...), "
         "the render engine, the scene and the workspaces.",
         datablocks,
+        shallow(
+            status="string",
+            datablock_counts="object",
+            render_engine="string",
+            scene_name="string",
+            workspaces="array",
+            workspace_count="integer",
+            active_workspace=["string", "null"],
+        ),
     ),
     _tool(
         "get_blendfile_summary_missing_files",
@@ -192,18 +202,29 @@ BLENDFILE_TOOLS = (
         "External files the open .blend refers to (images, libraries, sounds, movie clips, fonts, volumes, caches) "
         "that are not on disk; packed and generated data are skipped.",
         missing_files,
+        shallow(status="string", missing_files="array", missing_count="integer", total_checked="integer"),
     ),
     _tool(
         "get_blendfile_summary_of_linked_libraries",
         "Linked libraries",
         "Libraries the open .blend links from, direct and indirect, and whether each file exists.",
         linked_libraries,
+        shallow(status="string", direct_libraries="array", indirect_libraries="array", total_library_count="integer"),
     ),
     _tool(
         "get_blendfile_summary_path_info",
         "Where the file lives",
         "The open .blend's path, whether it is saved and has unsaved changes, its age and size, and its backups.",
         path_info,
+        shallow(
+            status="string",
+            filepath=["string", "null"],
+            is_saved="boolean",
+            is_dirty="boolean",
+            age_seconds=["number", "null"],
+            file_size_bytes=["integer", "null"],
+            backups="array",
+        ),
         limit=False,
     ),
     _tool(
@@ -212,6 +233,7 @@ BLENDFILE_TOOLS = (
         "Guesses what the open .blend is used for (modeling, animation, rigging, geometry nodes, grease pencil, video "
         "editing, simulation, rendering), each with a score, a certainty and the evidence count.",
         usage_guess,
+        shallow(status="string", usage_guesses="object"),
         limit=False,
     ),
 )

@@ -35,6 +35,12 @@ def _answer(envelope: Envelope) -> dict[str, Any]:
     return {"result": json.loads(envelope["result"]), **output}
 
 
+EXECUTE_RESULT = {
+    "type": "object",
+    "properties": {"result": {"type": "object"}, "stdout": {"type": "string"}, "stderr": {"type": "string"}},
+    "required": ["result"],
+}
+
 EXECUTE_BLENDER_CODE = Tool(
     name="execute_blender_code",
     title="Run Python in Blender",
@@ -45,6 +51,7 @@ EXECUTE_BLENDER_CODE = Tool(
     ),
     run=run_code,
     input_schema=CODE_SCHEMA,
+    output_schema=EXECUTE_RESULT,
     annotations=dict(MUTATING),
     runs_code=True,
 )

@@ -11,7 +11,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import MUTATING, Tool, arguments
+from .base import MUTATING, Tool, arguments, shallow
 from .python_exec import Deferred
 
 THUMBNAIL_SIDE = 256
@@ -176,6 +176,10 @@ def _owner(scene: Any, dotted: str) -> tuple[Any, str]:
     return owner, name
 
 
+RENDER_RESULT = shallow(
+    status="string", filepath="string", width="integer", height="integer", engine="string", seconds="number"
+)
+
 RENDER_TOOLS = (
     Tool(
         "render_viewport_to_path",
@@ -183,15 +187,18 @@ RENDER_TOOLS = (
         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
         render_viewport,
         input_schema=PATH_SCHEMA,
+        output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
     ),
     Tool(
         "render_thumbnail_to_path",
         "Render a thumbnail",
         f"Render the scene with its own engine at {THUMBNAIL_SIDE} px on the longest side to a PNG at output_path; "
-        "render settings are restored afterwards. The interface stays responsive while it renders.",
+        "render settings are restored afterwards. With Cycles the interface stays responsive while it renders; "
+        "EEVEE and Workbench hold it for the render's duration.",
         render_thumbnail,
         input_schema=PATH_SCHEMA,
+        output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
     ),
 )

@@ -7,7 +7,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import Tool, arguments, name_of
+from .base import Tool, arguments, name_of, shallow
 
 DEFAULT_PAGE = 1000
 MAX_PAGE = 5000
@@ -243,4 +243,22 @@ GET_OBJECT_DETAIL_SUMMARY = Tool(
     ),
     run=object_detail,
     input_schema=DETAIL_SCHEMA,
+    output_schema=shallow(
+        status="string",
+        name="string",
+        type="string",
+        data_name=["string", "null"],
+        location="array",
+        rotation="object",
+        scale="array",
+        dimensions="array",
+        parent=["string", "null"],
+        children="array",
+        children_total="integer",
+        modifiers="array",
+        constraints="array",
+        materials="array",
+        visibility="object",
+        collections="array",
+    ),
 )

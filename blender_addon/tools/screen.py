@@ -9,7 +9,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
-from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments
+from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments, shallow
 
 SPACE_TYPES = (
     "VIEW_3D",
@@ -186,6 +186,8 @@ def _frame(obj: Any, *, edit_mode: bool, allow_edits: bool) -> dict[str, Any]:
 _NAME = {"type": "string", "minLength": 1, "maxLength": 1024}
 _EDITS = {"type": "boolean", "default": False, "description": "Also change selection, mode or layout to get there."}
 
+_FRAMED = shallow(status="string", object="string", type="string", location="array")
+
 SCREEN_TOOLS = (
     Tool(
         "get_screenshot_of_window_as_image",
@@ -210,6 +212,17 @@ SCREEN_TOOLS = (
         "The window's size, screen, workspace, scene, areas and selection, as JSON (interactive Blender only).",
         window_as_json,
         input_schema=dict(NO_ARGUMENTS),
+        output_schema=shallow(
+            status="string",
+            window_width="integer",
+            window_height="integer",
+            screen_name="string",
+            workspace="string",
+            scene="string",
+            areas="array",
+            active_object=["string", "null"],
+            selected_objects="array",
+        ),
     ),
     Tool(
         "jump_to_tab_by_name",
@@ -217,6 +230,7 @@ SCREEN_TOOLS = (
         "Switch to the workspace (tab) with this name.",
         jump_to_tab,
         input_schema=arguments(name=_NAME),
+        output_schema=shallow(status="string", workspace="string"),
         annotations=dict(MUTATING),
     ),
     Tool(
@@ -225,6 +239,7 @@ SCREEN_TOOLS = (
         "Switch to a workspace showing this editor type.",
         jump_to_space,
         input_schema=arguments(space_type={"type": "string", "enum": list(SPACE_TYPES)}, allow_edits=_EDITS),
+        output_schema=shallow(status="string", workspace="string", space_type="string", created="boolean"),
         annotations=dict(MUTATING),
     ),
     Tool(
@@ -233,6 +248,7 @@ SCREEN_TOOLS = (
         "Center the 3D Viewport on an object.",
         jump_to_object,
         input_schema=arguments(name=_NAME, allow_edits=_EDITS),
+        output_schema=_FRAMED,
         annotations=dict(MUTATING),
     ),
     Tool(
@@ -241,6 +257,7 @@ SCREEN_TOOLS = (
         "Center the 3D Viewport on the object using this data (mesh, curve, ...); with allow_edits, enter Edit Mode.",
         jump_to_object_data,
         input_schema=arguments(name=_NAME, allow_edits=_EDITS),
+        output_schema={**_FRAMED, "properties": {**_FRAMED["properties"], "data_name": {"type": "string"}}},
         annotations=dict(MUTATING),
     ),
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jsonschema
 import pytest
 
 from hermes_blender.client import BridgeClient, ToolResult, modern_request
@@ -320,3 +321,42 @@ def test_the_summary_reports_the_same_facts_as_the_official_tool(factory: Sessio
     assert summary["object_mode"] is None and summary["active_object"] is None
     assert collection["hide_viewport"] is True and objects["Cube"]["hide_viewport"] is True
     assert objects["Holder"]["instance_collection"] == "Group" and "instance_collection" not in objects["Light"]
+
+
+IMAGE_TOOLS = {"get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image"}
+
+
+def test_every_json_tool_declares_a_shallow_output_schema(blender: Session) -> None:
+    tools = {tool["name"]: tool for tool in asyncio.run(blender.client.list_tools())}
+    for name, tool in tools.items():
+        if name in IMAGE_TOOLS:
+            assert "outputSchema" not in tool, name  # as the official server: images are content, not JSON
+            continue
+        schema = tool["outputSchema"]
+        jsonschema.Draft202012Validator.check_schema(schema)
+        assert schema["type"] == "object" and schema["required"], name
+
+
+@pytest.mark.parametrize("scene", ["factory", "57 objects"])
+def test_every_result_validates_against_its_schema(factory: Session, tmp_path: Path, scene: str) -> None:
+    factory.run("import bpy\nbpy.context.scene.render.engine = 'BLENDER_WORKBENCH'\nresult = {}")  # a fast thumbnail
+    if scene != "factory":
+        factory.run(
+            "import bpy\nfor i in range(54):\n    o = bpy.data.objects.new(f'E{i:02d}', None)\n"
+            "    bpy.context.scene.collection.objects.link(o)\nresult = {}"
+        )
+    schemas = {tool["name"]: tool.get("outputSchema") for tool in asyncio.run(factory.client.list_tools())}
+    calls = {
+        "get_objects_summary": {},
+        "get_object_detail_summary": {"name": "Cube"},
+        "get_blendfile_summary_datablocks": {},
+        "get_blendfile_summary_missing_files": {},
+        "get_blendfile_summary_of_linked_libraries": {},
+        "get_blendfile_summary_path_info": {},
+        "get_blendfile_summary_usage_guess": {},
+        "execute_blender_code": {"code": "print('hi')\nresult = {'n': len(bpy.data.objects)}"},
+        "render_viewport_to_path": {"output_path": str(tmp_path / "v.png")},
+        "render_thumbnail_to_path": {"output_path": str(tmp_path / "t.png")},
+    }
+    for name, arguments in calls.items():
+        jsonschema.validate(factory.ok(name, arguments), schemas[name])
