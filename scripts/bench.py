@@ -246,6 +246,8 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
         link.post("/mcp", *modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}}))
         first = timed(lambda: link.post("/mcp", SUMMARY), 20, warmup=2)
         page_bytes = len(link.post("/mcp", SUMMARY))
+        # The same first page through the official client, which checks it against the outputSchema each call.
+        official = official_client_calls(runtime_file, "2026-07-28", 20) if size == 1_000 else None
         pages, offset, started = 0, 0, time.perf_counter()
         total_bytes = 0
         while offset is not None:
@@ -262,6 +264,7 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
                 "all_pages_ms": (time.perf_counter() - started) * 1000,
                 "all_pages": pages,
                 "all_bytes": total_bytes,
+                **({"official_client_first_page": official} if official else {}),
             }
         )
     return results
@@ -409,6 +412,13 @@ def render(report: dict[str, Any]) -> str:
             f"{str(s['objects']) + ' objects':<36} {s['first_page']['p50']:>12.1f} {s['first_page_bytes']:>11} "
             f"{s['all_pages_ms']:>13.0f} {s['all_pages']:>6} {s['all_bytes']:>11}"
         )
+    for s in report["scenes"]:
+        if "official_client_first_page" in s:
+            official, raw = s["official_client_first_page"]["p50"], s["first_page"]["p50"]
+            lines.append(
+                f"{s['objects']}-object page: official client p50 {official:.1f} ms, raw POST p50 {raw:.1f} ms "
+                f"({official / raw:.2f}x)"
+            )
     return "\n".join(lines)
 
 
