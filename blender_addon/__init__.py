@@ -6,6 +6,9 @@ register(), so the network layer stays importable (and testable) without Blender
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 _cli_handle: Any = None
@@ -23,16 +26,27 @@ def _classes() -> tuple[type, ...]:
 
 
 def register() -> None:
+    """All or nothing: a step that fails undoes the ones before it, so a retry starts clean."""
     global _cli_handle
     import bpy
 
     from . import cli, operators
 
-    for cls in _classes():
-        bpy.utils.register_class(cls)
-    _cli_handle = bpy.utils.register_cli_command(cli.COMMAND, cli.run)
-    if not bpy.app.background:
-        bpy.app.timers.register(operators.auto_start, first_interval=1.0)
+    undo: list[Callable[[], object]] = []
+    try:
+        for cls in _classes():
+            bpy.utils.register_class(cls)
+            undo.append(partial(bpy.utils.unregister_class, cls))
+        _cli_handle = bpy.utils.register_cli_command(cli.COMMAND, cli.run)
+        undo.append(partial(bpy.utils.unregister_cli_command, _cli_handle))
+        if not bpy.app.background:
+            operators.schedule_auto_start()
+    except BaseException:
+        _cli_handle = None
+        for step in reversed(undo):
+            with contextlib.suppress(Exception):
+                step()
+        raise
 
 
 def unregister() -> None:

@@ -43,6 +43,16 @@ class HERMES_BRIDGE_OT_stop(bpy.types.Operator):
         return {"FINISHED"}
 
 
+def schedule_auto_start() -> None:
+    """Start the bridge a moment after Blender starts (when the preference says so).
+
+    Persistent: Blender opening a .blend at launch (a double-click, "Open with") loads it before the
+    event loop runs, and a load drops every timer registered without persistent=True.
+    """
+    if not bpy.app.timers.is_registered(auto_start):
+        bpy.app.timers.register(auto_start, first_interval=1.0, persistent=True)
+
+
 def auto_start() -> None:
     """Timer callback after startup: start the bridge if the preference says so."""
     settings = prefs.preferences()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
 import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
+import pytest
 
 # isort: split
 import addon_utils
@@ -58,3 +60,34 @@ def test_a_fresh_install_keeps_the_blender_lab_listener_off(addon: ModuleType) -
     prefs = importlib.import_module(f"{ADDON_MODULE}.prefs")
     config = prefs.config()
     assert config.lab_port is None and config.allow_code is True
+
+
+def test_a_registration_that_fails_half_way_leaves_nothing_registered(
+    addon: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    addon_utils.disable(ADDON_MODULE, default_set=True)
+    module = importlib.import_module(ADDON_MODULE)
+
+    def refuse(*args: object) -> None:
+        raise RuntimeError("the command line cannot be extended now")
+
+    monkeypatch.setattr(bpy.utils, "register_cli_command", refuse)
+    with pytest.raises(RuntimeError, match="cannot be extended"):
+        module.register()
+    leftovers = [name for name, present in _registered().items() if present and name != "prefs"]
+    monkeypatch.undo()
+    addon_utils.enable(ADDON_MODULE, default_set=True, handle_error=_raise)
+    assert leftovers == [] and all(_registered().values())
+
+
+def test_auto_start_survives_blender_opening_a_file_at_launch(addon: ModuleType, tmp_path: Path) -> None:
+    operators = importlib.import_module(f"{ADDON_MODULE}.operators")
+    saved = tmp_path / "opened-at-launch.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(saved), copy=True)
+    operators.schedule_auto_start()  # what register() does in an interactive Blender
+    try:
+        bpy.ops.wm.open_mainfile(filepath=str(saved))  # a double-clicked .blend loads before the event loop
+        assert bpy.app.timers.is_registered(operators.auto_start)
+    finally:
+        if bpy.app.timers.is_registered(operators.auto_start):
+            bpy.app.timers.unregister(operators.auto_start)
