@@ -63,7 +63,7 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
 
 
 def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
-    """A small final render with the scene's own engine; the GUI keeps working while it runs."""
+    """A small final render with the scene's own engine (in the GUI Cycles keeps the interface working)."""
     path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     render = scene.render
@@ -86,7 +86,11 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
             return _result(scene, path, started, before)
         finally:
             _restore(scene, saved)
-    bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
+    try:
+        bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
+    except BaseException:  # the render never started: nothing will poll, so restore now
+        _restore(scene, saved)
+        raise
 
     def poll() -> dict[str, Any] | None:
         if bpy.app.is_job_running("RENDER"):
