@@ -7,6 +7,7 @@ pump on the main thread. The headless runner calls `run` directly with the same 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -86,7 +87,7 @@ def run(argv: list[str]) -> int:
 
 def _wait_for_eof(stop: Callable[[], None]) -> None:
     try:
-        while sys.stdin.buffer.read(4096):
+        while os.read(sys.stdin.fileno(), 4096):  # raw: a daemon thread inside sys.stdin's buffer aborts exit
             pass
     except (OSError, ValueError):
         pass

@@ -11,8 +11,11 @@ import asyncio
 import importlib.util
 import json
 import os
+import signal
+import stat
 import sys
 import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -132,11 +135,12 @@ def _serve(args: argparse.Namespace) -> int:
         _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
         _progress(f"log: {blender.log_path}")
         _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
-        try:
-            code = _wait_for_exit(blender)
-        except KeyboardInterrupt:
+        stop = _stop_requests()
+        while (code := blender.exit_code()) is None and not stop.wait(0.2):
+            pass
+        if code is None:
             _progress("stopping...")
-            code = None
+            code = blender.stop()  # a clean stop: the bridge withdraws its runtime file
     if code not in (None, 0):
         _error(f"Blender exited with code {code}")
         return EXIT_FAILURE
@@ -144,13 +148,32 @@ def _serve(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _wait_for_exit(blender: HeadlessBlender) -> int | None:
-    import psutil
+def _stop_requests() -> threading.Event:
+    """Set by Ctrl+C, SIGTERM (a service manager, `kill`) and the end of a piped stdin (the parent left).
 
+    A terminal or /dev/null on stdin is not watched: `serve < /dev/null` must keep serving.
+    """
+    stop = threading.Event()
+    for name in ("SIGINT", "SIGTERM", "SIGBREAK"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda *_: stop.set())
     try:
-        return psutil.Process(blender.pid).wait()
-    except psutil.NoSuchProcess:
-        return None
+        piped = stat.S_ISFIFO(os.fstat(sys.stdin.fileno()).st_mode)
+    except (OSError, ValueError, AttributeError):
+        piped = False
+    if piped:
+        threading.Thread(target=_set_on_eof, args=(stop,), name="hermes-serve-stdin", daemon=True).start()
+    return stop
+
+
+def _set_on_eof(stop: threading.Event) -> None:
+    """Raw reads: a daemon thread blocked inside sys.stdin's buffered reader aborts the interpreter at exit."""
+    try:
+        while os.read(sys.stdin.fileno(), 4096):
+            pass
+    except (OSError, ValueError):
+        pass
+    stop.set()
 
 
 def _call(args: argparse.Namespace) -> int:

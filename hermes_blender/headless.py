@@ -108,6 +108,10 @@ class HeadlessBlender:
             f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}"
         )
 
+    def exit_code(self) -> int | None:
+        """The child's exit code once it has exited; None while it runs (or before it started)."""
+        return self._process.poll() if self._process is not None else None
+
     def stop(self, timeout: float = 20.0) -> int | None:
         """Close stdin (a clean stop that withdraws the runtime file); force only if that fails."""
         process, self._process = self._process, None

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from hermes_blender.headless import HeadlessBlender
 
@@ -53,3 +58,38 @@ def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> Non
     )
     assert run.returncode == 3
     assert "[app_not_running]" in run.stderr and "no runtime file" in run.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGTERM")
+@pytest.mark.parametrize("how", ["Ctrl+C to the whole group", "SIGTERM", "stdin closed"])
+def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> None:
+    runtime_file, log = tmp_path / "server.json", tmp_path / "serve.log"
+    serve = subprocess.Popen(
+        [*CLI, "serve", "--runtime-file", str(runtime_file), "--log-file", str(log)],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own group, like a terminal's foreground job
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not runtime_file.exists():
+            assert time.monotonic() < deadline and serve.poll() is None, "serve never published"
+            time.sleep(0.05)
+        if how.startswith("Ctrl+C"):
+            os.killpg(serve.pid, signal.SIGINT)  # the terminal sends it to Blender's child too
+        elif how == "SIGTERM":
+            os.kill(serve.pid, signal.SIGTERM)
+        else:
+            assert serve.stdin is not None
+            serve.stdin.close()
+        code = serve.wait(60)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+    assert serve.stderr is not None
+    output = serve.stderr.read()
+    assert code == 0, output
+    assert output.rstrip().endswith("stopped; runtime file removed") and not runtime_file.exists()
+    assert "Fatal Python error" not in output and log.is_file()
