@@ -42,7 +42,8 @@ LAB_PORT = 9876
 LAB_JOB_TIMEOUT = 290.0
 """Just under the official Lab client's 300 s, so it hears our answer rather than its own timeout."""
 DEFERRED_POLL = 0.05
-DEFERRED_LIMIT = 3600.0
+DEFERRED_LIMIT = 600.0
+"""Seconds a deferred result (`check_is_finished`) may take over MCP; on the Lab wire LAB_JOB_TIMEOUT."""
 
 CODE_DISABLED = (
     "Running Python is switched off in this Blender (Hermes Bridge preferences: 'Allow code execution'); "
@@ -189,7 +190,9 @@ class Bridge:
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.descriptor() for tool in CATALOGUE.values()]
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], connected: Callable[[], bool] = lambda: True
+    ) -> ToolOutcome:
         tool = CATALOGUE.get(name)
         if tool is None:
             raise UnknownTool(f"Unknown tool: {name!r}")
@@ -200,7 +203,10 @@ class Bridge:
             job = self._dispatcher.submit(partial(_run_tool, tool, arguments, self._config.gui))
             outcome = job.wait(self._config.job_timeout)
             if isinstance(outcome, Deferred):
-                outcome = _present(tool, self._poll_deferred(outcome, lambda: True))
+                answer = self._poll_deferred(outcome, connected, DEFERRED_LIMIT)
+                if answer is None:  # the client hung up: drop the job, as on the Lab wire
+                    return ToolOutcome.error("the client left before the deferred result was ready", state="stopped")
+                outcome = _present(tool, answer)
         except ToolError as exc:
             log.logger.info("tool %s failed [%s]: %s", name, exc.state, exc)
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
@@ -218,20 +224,20 @@ class Bridge:
         try:
             outcome = self._dispatcher.submit(partial(execute, code, strict_json=strict_json)).wait(LAB_JOB_TIMEOUT)
             if isinstance(outcome, Deferred):
-                return self._poll_deferred(outcome, connected)
+                return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:
             return error_envelope(str(exc))
         return outcome
 
-    def _poll_deferred(self, deferred: Deferred, connected: Callable[[], bool]) -> Any:
-        """Poll a deferred result once per tick (GUI only); None when the client has left."""
+    def _poll_deferred(self, deferred: Deferred, connected: Callable[[], bool], limit: float) -> Any:
+        """Poll a deferred result once per tick (GUI only) for at most `limit` seconds; None when the client left."""
         if not self._config.gui:
             raise ToolError(
                 "Deferred responses via `check_is_finished` are only supported by the interactive (GUI) bridge; "
                 "in background mode compute the result before the code returns",
                 state="no_interactive_session",
             )
-        deadline = time.monotonic() + DEFERRED_LIMIT
+        deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
             if not connected():
                 return None  # the client left: drop the job, never replay it
@@ -239,7 +245,7 @@ class Bridge:
             answer = self._dispatcher.submit(deferred.poll).wait(LAB_JOB_TIMEOUT)
             if answer is not None:
                 return answer
-        raise DispatchTimeout(f"the deferred result did not finish within {DEFERRED_LIMIT:g} s")
+        raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")
 
 
 def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome | Deferred:

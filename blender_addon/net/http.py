@@ -12,10 +12,11 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from http import HTTPStatus
 
 from .listener import ConnectionState
-from .loopback import peer_port
+from .loopback import peer_connected, peer_port
 
 log = logging.getLogger("hermes_bridge.net")
 
@@ -42,6 +43,8 @@ class Request:
     headers: dict[str, str]
     """Header names lower-cased; repeated headers joined with ', '."""
     body: bytes
+    connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
+    """Whether the client is still there, for work that outlives the request's arrival (deferred results)."""
 
     @property
     def path(self) -> str:
@@ -195,7 +198,7 @@ def _read_request(reader: _Reader, limits: HttpLimits, state: ConnectionState, g
         ) from exc
     body = bytes(reader.buffer[:length])
     del reader.buffer[:length]
-    return Request(method, target, version, headers, body)
+    return Request(method, target, version, headers, body, partial(peer_connected, reader.conn))
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ..jsontext import encode as encode_json
 from .auth import Token
 from .listener import ConnectionState
-from .loopback import peer_port
+from .loopback import peer_connected, peer_port
 
 log = logging.getLogger("hermes_bridge.net")
 
@@ -223,18 +223,4 @@ def _complete_json(buffer: bytearray) -> bool:
     try:
         return isinstance(json.loads(bytes(buffer)), dict)
     except (ValueError, RecursionError):
-        return False
-
-
-def peer_connected(conn: socket.socket) -> bool:
-    """Whether the client is still there (it sends nothing more, so EOF means it left)."""
-    try:
-        conn.setblocking(False)
-        try:
-            return conn.recv(1, socket.MSG_PEEK) != b""
-        except BlockingIOError:
-            return True
-        finally:
-            conn.setblocking(True)
-    except OSError:
         return False

@@ -80,3 +80,17 @@ def peer_port(conn: socket.socket) -> int | str:
         return conn.getpeername()[1]
     except (OSError, IndexError):
         return "?"
+
+
+def peer_connected(conn: socket.socket) -> bool:
+    """Whether the client is still there (it sends nothing more, so EOF means it left)."""
+    try:
+        conn.setblocking(False)
+        try:
+            return conn.recv(1, socket.MSG_PEEK) != b""
+        except BlockingIOError:
+            return True
+        finally:
+            conn.setblocking(True)
+    except OSError:
+        return False

@@ -161,7 +161,7 @@ class McpHttpApp:
             _check_envelope(request, method, params)
             if method in REMOVED_IN_MODERN:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (removed in {MODERN_VERSION})")
-            result = self._protocol.dispatch(method, params, modern=True)
+            result = self._protocol.dispatch(method, params, modern=True, connected=request.connected)
         except RpcError as error:
             return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200))
         return _rpc_result(request_id, result)
@@ -182,7 +182,7 @@ class McpHttpApp:
                 request_id, RpcError(INVALID_REQUEST, "session expired or unknown; initialize again"), 404
             )
         try:
-            result = self._protocol.dispatch(method, params, modern=False)
+            result = self._protocol.dispatch(method, params, modern=False, connected=request.connected)
         except RpcError as error:
             return _rpc_error(request_id, error, 200)
         return _rpc_result(request_id, result)

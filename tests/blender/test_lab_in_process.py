@@ -15,6 +15,7 @@ from typing import Any
 import bpy
 
 from hermes_blender.blender_host import ADDON_MODULE
+from hermes_blender.client import modern_request
 from hermes_blender.lab import lab_execute
 
 from .conftest import serve_while
@@ -141,3 +142,27 @@ def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
     envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), code))
     assert envelope["status"] == "ok" and envelope["result"] == {"polls": 3}
     assert envelope["stdout"] == "started\npoll\npoll\npoll\n"
+
+
+def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: ModuleType, tmp_path: Path) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, gui=True))
+    bpy.app.driver_namespace.pop("polls", None)
+    token = json.loads((tmp_path / "s.json").read_text())["token"]
+    port = int(bridge.endpoint.rsplit(":", 1)[1].split("/")[0])
+    body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": NEVER}})
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+
+    def leave_then_count() -> int:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.sendall(
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n{head}"
+                f"Content-Length: {len(body)}\r\n\r\n".encode()
+                + body
+            )
+            _wait_for(lambda: bpy.app.driver_namespace.get("polls", 0) >= 2, "the deferred job was never polled")
+        _wait_for(lambda: bridge.open_connections == 0, "the bridge never noticed the client leave")
+        polls = bpy.app.driver_namespace["polls"]  # its handler has returned: no poll can follow
+        _wait_for(lambda: not bridge.dispatcher.pending(), "a poll was still queued")
+        return bpy.app.driver_namespace["polls"] - polls
+
+    assert _pump_gui_while(leave_then_count) == 0  # dropped: no poll after the handler returned

@@ -33,7 +33,7 @@ class FakeTools:
     def list_tools(self) -> list[dict[str, Any]]:
         return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
 
-    def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    def call_tool(self, name: str, arguments: dict[str, Any], connected: Any = None) -> ToolOutcome:
         self.calls.append((name, arguments))
         if name == "echo":
             return ToolOutcome.json({"echo": arguments})
