@@ -16,6 +16,7 @@ import selectors
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -85,6 +86,8 @@ class TcpListener:
         self._on_overflow = on_overflow
         self._lock = threading.Lock()
         self._connections: dict[socket.socket, tuple[threading.Thread, ConnectionState]] = {}
+        self._threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+        """Every connection thread not yet collected: one that has just left `_connections` is still joined."""
         self._stopping = threading.Event()
         self._wait = wait or self._stopping.wait
         self._wake_r, self._wake_w = socket.socketpair()
@@ -121,8 +124,9 @@ class TcpListener:
             connections = list(self._connections.items())
         for conn, _ in connections:
             _shutdown(conn, socket.SHUT_RD)
-        for _, (thread, _state) in connections:
-            thread.join(max(0.0, deadline - time.monotonic()))
+        for thread in list(self._threads):
+            if thread.is_alive():  # never started (no thread could be made): nothing to join
+                thread.join(max(0.0, deadline - time.monotonic()))
         for sock in (self._sock, self._wake_r, self._wake_w):
             sock.close()
 
@@ -166,6 +170,7 @@ class TcpListener:
                     pass
             conn.close()
             return
+        self._threads.add(thread)
         try:
             thread.start()
         except RuntimeError:  # no thread could be started: release the slot instead of leaking it
