@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from . import prefs, service
+from . import dispatch, prefs, service
 from .errors import BridgeError
 
 COMMAND = "hermes_bridge"
@@ -54,19 +54,20 @@ def run(argv: list[str]) -> int:
         allow_code=defaults.allow_code and not args.no_code_execution,
         gui=False,
     )
-    try:
-        bridge = service.start(config)
-    except BridgeError as exc:
-        print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
-        return 2
-    dispatcher = bridge.dispatcher
+    dispatcher = dispatch.Dispatcher()
 
     def stop_now() -> None:
         """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting."""
         dispatcher.request_stop()
         dispatcher.interrupt_running()
 
-    restore = _on_signals(stop_now)
+    restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
+    try:
+        bridge = service.start(config, dispatcher)
+    except BridgeError as exc:
+        restore()
+        print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
     if args.stop_on_stdin_eof:
         threading.Thread(target=_wait_for_eof, args=(stop_now,), name="hermes-stdin", daemon=True).start()
     print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)

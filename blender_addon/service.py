@@ -298,11 +298,11 @@ def active() -> Bridge | None:
     return _active
 
 
-def start(config: BridgeConfig) -> Bridge:
-    """Start the bridge (stopping a running one first)."""
+def start(config: BridgeConfig, dispatcher: dispatch.Dispatcher | None = None) -> Bridge:
+    """Start the bridge (stopping a running one first); a caller may bring the dispatcher it already listens to."""
     global _active, last_error
     stop()
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatcher or dispatch.Dispatcher()
     try:
         bridge = Bridge(config, dispatcher)
     except BridgeError as exc:

@@ -127,6 +127,7 @@ def _serve(args: argparse.Namespace) -> int:
     _require_bpy()
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
+    stop = _stop_requests()  # before Blender starts: a signal during start-up must still stop it cleanly
     with HeadlessBlender(
         runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file
     ) as blender:
@@ -135,7 +136,6 @@ def _serve(args: argparse.Namespace) -> int:
         _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
         _progress(f"log: {blender.log_path}")
         _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
-        stop = _stop_requests()
         while (code := blender.exit_code()) is None and not stop.wait(0.2):
             pass
         if code is None:
