@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import replace
 from functools import partial
@@ -20,6 +21,7 @@ from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose, describe
 from .errors import ContractError, ToolCallFailed
+from .instances import Instance, live_instances
 from .lab import lab_execute
 from .terminal import one_line
 
@@ -66,8 +68,20 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
         "plugin": package.name,
         "ready": bool(statuses) and all(status.ready for status in statuses),
         "servers": [status.payload() for status in statuses],
+        "instances": [instance.payload() for instance in _instances(package, host)],
         "warnings": duplicate_server_warnings(package, host) + _split_by_version(statuses),
     }
+
+
+def _instances(package: PluginPackage, host: HostFacts) -> list[Instance]:
+    """Every Blender serving beside the runtime files the plugin declares (one file: one list)."""
+    specs = {}
+    for declaration in package.servers.values():
+        with contextlib.suppress(ContractError):
+            liveness = parse_liveness(declaration.liveness, host.os)
+            if liveness.spec is not None:
+                specs.setdefault(host.expand_path(liveness.spec.path), liveness.spec)
+    return [instance for spec in specs.values() for instance in live_instances(spec, host)]
 
 
 def _split_by_version(statuses: list[ServerStatus]) -> list[str]:
@@ -244,6 +258,16 @@ def render_status(report: dict[str, Any]) -> str:
         if server["error"]:
             lines.append(f"  => {one_line(server['error'])} (retry: {server['retry']})")
         lines += [f"  warning: {one_line(warning)}" for warning in server["warnings"]]
+    if len(report["instances"]) > 1:
+        lines.append(f"{len(report['instances'])} Blenders are serving (`hermes-blender call --pid N` picks one):")
+        lines += [f"  {_describe_instance(instance)}" for instance in report["instances"]]
     lines += [f"warning: {one_line(warning)}" for warning in report["warnings"]]
     lines.append("ready" if report["ready"] else "not ready")
     return "\n".join(lines)
+
+
+def _describe_instance(instance: dict[str, Any]) -> str:
+    version = f"Blender {instance['blender_version']}" if instance["blender_version"] else "Blender"
+    since = f", since {instance['started_at']}" if instance["started_at"] else ""
+    named = " <- server.json (Hermes uses this one)" if instance["current"] else ""
+    return one_line(f"pid {instance['pid']}: {version} at {instance['url']}{since}{named}")

@@ -29,6 +29,7 @@ from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .headless import HeadlessBlender
+from .instances import instance_spec, live_instances
 from .resources import PLUGIN_ROOT
 from .summary import format_objects_summary
 from .terminal import printable
@@ -76,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument("tool", help="tool name, e.g. get_objects_summary")
     call.add_argument("--arguments", default="{}", help="tool arguments as a JSON object")
     call.add_argument("--mode", choices=("auto", "legacy", "2026-07-28"), default="auto", help="MCP protocol era")
+    call.add_argument(
+        "--pid", type=int, help="with several Blenders serving, the one to call (see `status`); default: server.json's"
+    )
     _runtime_file_option(call)
     _json_option(call)
     call.set_defaults(handler=_call)
@@ -185,7 +189,16 @@ def _call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         _error("--arguments must be a JSON object")
         return EXIT_FAILURE
-    client = BridgeClient(RuntimeFileSpec(path=args.runtime_file), mode=args.mode)
+    spec = RuntimeFileSpec(path=args.runtime_file)
+    if args.pid is not None:
+        spec = instance_spec(spec, args.pid)
+        if not Path(spec.path).exists():
+            running = ", ".join(
+                str(instance.endpoint.pid) for instance in live_instances(RuntimeFileSpec(args.runtime_file))
+            )
+            _error(f"no Blender with pid {args.pid} is serving (serving: {running or 'none'})")
+            return EXIT_UNAVAILABLE
+    client = BridgeClient(spec, mode=args.mode)
     result = asyncio.run(client.call_tool(args.tool, arguments))
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK

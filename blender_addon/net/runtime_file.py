@@ -3,6 +3,10 @@
 The agent trusts only this file, never a configured URL, so it must be exact: written only
 after the listener is bound, replaced atomically, readable by the owner alone, and removed
 only by the process it names.
+
+Several Blenders may serve at once. Each also publishes a record of its own,
+`servers/<pid>.json` beside the runtime file, under the same rules; `server.json` names the
+newest, and when that one stops it hands the file to the newest bridge still running.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import os
 import stat
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +29,9 @@ DECLARED_PATH = "~/AppData/Local/Blender/server.json"
 URL_FIELD = "http"
 TOKEN_FIELD = "token"
 PID_FIELD = "pid"
+PUBLISHED_FIELD = "published_ns"
+"""When the bridge published (ns since the epoch): which record is the newest."""
+INSTANCES_FOLDER = "servers"
 
 
 def expand_declared_path(declared: str = DECLARED_PATH) -> Path:
@@ -43,11 +51,64 @@ class Publication:
 
 
 def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any] | None = None) -> Publication:
-    """Write the runtime file atomically with owner-only permissions."""
+    """Write this bridge's own record, then the runtime file, atomically and owner-only."""
     previous = _read_pid(path)
-    record: dict[str, Any] = {**(extra or {}), URL_FIELD: url, TOKEN_FIELD: token, PID_FIELD: pid}
+    record: dict[str, Any] = {
+        **(extra or {}),
+        PUBLISHED_FIELD: time.time_ns(),
+        URL_FIELD: url,
+        TOKEN_FIELD: token,
+        PID_FIELD: pid,
+    }
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     _owner_only_folder(path.parent)
+    own = instance_path(path, pid)
+    own.parent.mkdir(exist_ok=True, mode=0o700)
+    _owner_only_folder(own.parent)
+    _forget_dead_instances(own.parent)
+    _write(own, record)
+    try:
+        _write(path, record)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(own)
+        raise
+    if previous is None or previous == pid:
+        return Publication(path)
+    return Publication(path, replaced_pid=previous, replaced_live=pid_alive(previous))
+
+
+def instance_path(path: Path, pid: int) -> Path:
+    """The record a bridge keeps for itself, whichever bridge `server.json` names."""
+    return path.parent / INSTANCES_FOLDER / f"{pid}.json"
+
+
+def live_instances(path: Path) -> list[dict[str, Any]]:
+    """The records of running bridges beside this runtime file, newest first."""
+    records = []
+    for candidate in (path.parent / INSTANCES_FOLDER).glob("*.json"):
+        record = _read_record(candidate)
+        if record is not None and _names_itself(record, candidate) and pid_alive(record[PID_FIELD]):
+            records.append(record)
+    return sorted(records, key=lambda record: record.get(PUBLISHED_FIELD, 0), reverse=True)
+
+
+def _names_itself(record: dict[str, Any], where: Path) -> bool:
+    pid = record.get(PID_FIELD)
+    return isinstance(pid, int) and not isinstance(pid, bool) and where.name == f"{pid}.json"
+
+
+def _forget_dead_instances(folder: Path) -> None:
+    """A crashed bridge never withdraws its record; drop those whose process is gone, before its pid is reused."""
+    for candidate in folder.glob("*.json"):
+        record = _read_record(candidate)
+        if record is not None and _names_itself(record, candidate) and not pid_alive(record[PID_FIELD]):
+            with contextlib.suppress(OSError):
+                os.unlink(candidate)
+
+
+def _write(path: Path, record: dict[str, Any], *, over: bool = True) -> None:
+    """Atomic and owner-only; with `over=False`, raises FileExistsError rather than replace a file."""
     fd, temp_name = tempfile.mkstemp(prefix=".server-", suffix=".json.tmp", dir=path.parent)  # created 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -55,14 +116,13 @@ def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any]
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
+        if over:
+            os.replace(temp_name, path)
+        else:
+            os.link(temp_name, path)
+    finally:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
-        raise
-    if previous is None or previous == pid:
-        return Publication(path)
-    return Publication(path, replaced_pid=previous, replaced_live=pid_alive(previous))
 
 
 def _owner_only_folder(folder: Path) -> None:
@@ -78,25 +138,48 @@ def _owner_only_folder(folder: Path) -> None:
 
 
 def withdraw(path: Path, *, url: str, pid: int) -> bool:
-    """Remove the file only if it still names this process and this endpoint.
+    """Remove this bridge's records; if the runtime file named it, hand the file to the newest live bridge.
 
-    The file is first moved aside atomically and judged there, so a newer bridge that publishes
-    between the check and the removal never loses its file: one that is not ours goes back,
-    unless a newer one has already taken its place.
+    Returns whether the runtime file was ours. The file is first moved aside atomically and
+    judged there, so a newer bridge that publishes between the check and the removal never
+    loses its file: one that is not ours goes back, unless a newer one has already taken its place.
     """
+    own = instance_path(path, pid)
+    if _is(_read_record(own), url, pid):
+        with contextlib.suppress(OSError):
+            os.unlink(own)
     aside = path.with_name(f".{path.name}.{os.getpid()}.withdrawing")
     try:
         os.replace(path, aside)
     except OSError:
         return False
-    record = _read_record(aside)
-    ours = record is not None and record.get(PID_FIELD) == pid and record.get(URL_FIELD) == url
+    ours = _is(_read_record(aside), url, pid)
     if not ours:
         with contextlib.suppress(OSError):
             os.link(aside, path)  # fails if a newer file is there already: then that one stays
     with contextlib.suppress(OSError):
         os.unlink(aside)
+    if ours:
+        _promote(path)
     return ours
+
+
+def _is(record: dict[str, Any] | None, url: str, pid: int) -> bool:
+    return record is not None and record.get(PID_FIELD) == pid and record.get(URL_FIELD) == url
+
+
+def _promote(path: Path) -> None:
+    """Name the newest bridge still running in the runtime file, unless another has published meanwhile."""
+    newest = next(iter(live_instances(path)), None)
+    if newest is None:
+        return
+    try:
+        _write(path, newest, over=False)  # never over a file a newer bridge has just written
+    except FileExistsError:
+        return
+    if not instance_path(path, newest[PID_FIELD]).exists():
+        # It stopped while we promoted it and may have missed the file: withdraw it for it (the next one is promoted).
+        withdraw(path, url=newest.get(URL_FIELD, ""), pid=newest[PID_FIELD])
 
 
 def _read_pid(path: Path) -> int | None:

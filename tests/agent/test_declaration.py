@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from blender_addon.net import runtime_file as addon_runtime_file
+from hermes_blender import instances
 from hermes_blender.checks import render_validation, validate, validation_report
 from hermes_blender.contract import liveness
 from hermes_blender.contract.declaration import parse_server_declaration
@@ -43,6 +44,7 @@ def test_runtime_file_path_and_fields_are_one_contract_on_both_sides() -> None:
             addon_runtime_file.TOKEN_FIELD,
             addon_runtime_file.PID_FIELD,
         )
+    assert addon_runtime_file.INSTANCES_FOLDER == instances.INSTANCES_FOLDER
 
 
 def test_app_block_parses_into_one_block_per_os_with_defaults() -> None:

@@ -214,3 +214,14 @@ def test_status_never_calls_a_file_naming_the_wrong_process_ready(
     assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
     detail = checks["MCP round trip"]["detail"]
     assert checks["MCP round trip"]["ok"] is False and ("stale or forged" in detail or "another user" in detail)
+
+
+def test_status_lists_every_serving_blender_and_marks_the_one_hermes_uses(machine: Machine) -> None:
+    with HeadlessBlender(machine.runtime_file) as older, HeadlessBlender(machine.runtime_file) as newer:
+        _, report, _ = machine.status("--json", "--no-connect")
+        listed = [(instance["pid"], instance["current"]) for instance in report["instances"]]
+        assert listed == [(newer.pid, True), (older.pid, False)]
+        assert all("token" not in instance for instance in report["instances"])
+        _, text, _ = machine.status("--no-connect")
+        assert "2 Blenders are serving (`hermes-blender call --pid N` picks one):" in text
+        assert f"pid {newer.pid}: Blender 5.1" in text and "<- server.json (Hermes uses this one)" in text

@@ -43,7 +43,12 @@ def test_runtime_file_is_owner_only(tmp_path: Path) -> None:
 def test_extras_can_never_override_the_contract_fields(tmp_path: Path) -> None:
     path = tmp_path / "server.json"
     runtime_file.publish(path, url="http://127.0.0.1:1", token="t", pid=7, extra={"pid": 1, "http": "x", "token": "y"})
-    assert json.loads(path.read_text()) == {"pid": 7, "http": "http://127.0.0.1:1", "token": "t"}
+    record = json.loads(path.read_text())
+    assert {key: record[key] for key in ("pid", "http", "token")} == {
+        "pid": 7,
+        "http": "http://127.0.0.1:1",
+        "token": "t",
+    }
 
 
 def test_stale_file_of_a_dead_process_is_replaced(tmp_path: Path) -> None:
@@ -114,7 +119,10 @@ def test_a_newer_bridge_publishing_during_withdraw_keeps_its_file(
     judge = runtime_file._read_record
 
     def newer_publishes_meanwhile(where: Path) -> dict | None:
-        record = judge(where)  # the withdrawing bridge has just judged the file its own...
+        record = judge(where)
+        if not where.name.endswith(".withdrawing"):
+            return record
+        # The withdrawing bridge has just judged the file it moved aside its own...
         monkeypatch.setattr(runtime_file, "_read_record", judge)
         runtime_file.publish(path, url="http://127.0.0.1:2", token="n" * 32, pid=os.getppid())  # ...then a newer one
         return record
@@ -134,3 +142,88 @@ def test_a_hostile_file_at_the_path_reads_as_no_record_without_hanging(tmp_path:
         path.unlink()
     runtime_file.publish(path, url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())  # and publishing works
     assert json.loads(path.read_text())["pid"] == os.getpid()
+
+
+# --- several bridges at once -----------------------------------------------------------------
+
+
+def _sleeper() -> subprocess.Popen[bytes]:
+    """A real live process whose pid a bridge record can name."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+
+
+def _publish(path: Path, pid: int, port: int) -> None:
+    runtime_file.publish(path, url=f"http://127.0.0.1:{port}", token=f"{port:0>32}", pid=pid)
+
+
+def test_each_bridge_keeps_an_owner_only_record_of_its_own(tmp_path: Path) -> None:
+    path = tmp_path / "Blender" / "server.json"
+    _publish(path, os.getpid(), 1)
+    own = path.parent / "servers" / f"{os.getpid()}.json"
+    assert json.loads(own.read_text()) == json.loads(path.read_text())
+    if sys.platform != "win32":
+        assert stat.S_IMODE(own.stat().st_mode) == 0o600
+        assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
+
+
+def test_when_the_named_bridge_stops_the_newest_live_one_is_promoted(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    older, newer = _sleeper(), _sleeper()
+    try:
+        _publish(path, older.pid, 1)
+        _publish(path, newer.pid, 2)
+        _publish(path, os.getpid(), 3)
+        assert runtime_file.withdraw(path, url="http://127.0.0.1:3", pid=os.getpid()) is True
+        assert json.loads(path.read_text())["pid"] == newer.pid
+        assert not (path.parent / "servers" / f"{os.getpid()}.json").exists()
+        # The older one stopping leaves the newer named; the newer stopping then promotes nobody dead.
+        assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=older.pid) is False
+        assert json.loads(path.read_text())["pid"] == newer.pid
+        assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=newer.pid) is True
+        assert not path.exists()
+    finally:
+        for process in (older, newer):
+            process.kill()
+            process.wait()
+
+
+def test_a_bridge_that_died_is_never_promoted_and_its_record_is_forgotten(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    dead = _dead_pid()
+    _publish(path, dead, 1)  # it crashed: its record stays behind until the next bridge publishes
+    _publish(path, os.getpid(), 2)
+    assert not (path.parent / "servers" / f"{dead}.json").exists()
+    (path.parent / "servers" / f"{dead}.json").write_text(json.dumps({"pid": dead, "http": "http://127.0.0.1:1"}))
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=os.getpid()) is True
+    assert not path.exists()
+
+
+def test_promotion_never_replaces_a_runtime_file_a_newer_bridge_has_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "server.json"
+    waiting, newest = _sleeper(), _sleeper()
+    try:
+        _publish(path, waiting.pid, 1)
+        _publish(path, os.getpid(), 2)
+        instances = runtime_file.live_instances
+
+        def newest_publishes_meanwhile(where: Path) -> list[dict]:
+            found = instances(where)
+            _publish(path, newest.pid, 3)
+            return found
+
+        monkeypatch.setattr(runtime_file, "live_instances", newest_publishes_meanwhile)
+        assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=os.getpid()) is True
+        assert json.loads(path.read_text())["pid"] == newest.pid
+    finally:
+        for process in (waiting, newest):
+            process.kill()
+            process.wait()
+
+
+def test_a_record_that_names_another_pid_than_its_file_is_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    _publish(path, os.getpid(), 1)
+    (path.parent / "servers" / "1.json").write_text(json.dumps({"pid": os.getpid(), "http": "http://127.0.0.1:9"}))
+    assert [record["http"] for record in runtime_file.live_instances(path)] == ["http://127.0.0.1:1"]
