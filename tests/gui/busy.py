@@ -1,0 +1,46 @@
+"""Clients that keep Blender's main thread busy, to stop, disable or quit it under load."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+from urllib.parse import urlsplit
+
+from hermes_blender.client import modern_request
+from hermes_blender.contract.liveness import LiveEndpoint
+
+SHORT_JOB = "import time\ntime.sleep(0.03)\nresult = {}"
+
+
+class BusyClient(threading.Thread):
+    """Posts short jobs back to back on one keep-alive connection until the bridge goes away."""
+
+    def __init__(self, endpoint: LiveEndpoint) -> None:
+        super().__init__(daemon=True)
+        self.endpoint = endpoint
+        self.calls = 0
+        self.ended: str | None = None
+        """How it ended: "stopped" (a clean answer saying so) or "closed" (the connection ended)."""
+        self.started_work = threading.Event()
+
+    def run(self) -> None:
+        parts = urlsplit(self.endpoint.url)
+        assert parts.hostname is not None and parts.port is not None
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+        body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": SHORT_JOB}})
+        headers = {**headers, **self.endpoint.headers()}
+        while True:
+            try:
+                connection.request("POST", parts.path, body, headers)
+                reply = json.loads(connection.getresponse().read())
+            except (OSError, http.client.HTTPException, ValueError):
+                self.ended = "closed"
+                return
+            self.calls += 1
+            if self.calls >= 3:
+                self.started_work.set()
+            result = reply.get("result", {})
+            if result.get("isError") and json.loads(result["content"][0]["text"]).get("state") == "stopped":
+                self.ended = "stopped"
+                return

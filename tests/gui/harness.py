@@ -1,0 +1,230 @@
+"""A real interactive Blender under Xvfb, with the add-on enabled the way a user enables it.
+
+Version shims live here only: Debian's Blender 3.4 loads the add-on as a legacy add-on, which
+needs a `bl_info` dict and a stand-in for `bpy.utils.register_cli_command` (Blender 4.2+).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from hermes_blender.client import BridgeClient, ToolResult
+from hermes_blender.contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from hermes_blender.errors import LiveEndpointUnavailable
+from hermes_blender.resources import ADDON_SOURCE
+
+INSTALL_HINT = (
+    "GUI tier skipped: it needs Blender, Xvfb, xdotool and ImageMagick on PATH "
+    "(Debian/Ubuntu: `sudo apt-get install blender xvfb xdotool imagemagick`)"
+)
+ADDON = "hermes_bridge"
+PROBE = Path(__file__).with_name("probe.py")
+ARTIFACTS = Path(os.environ.get("HERMES_GUI_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "gui"))
+"""Screenshots and measured figures the tier leaves for people to look at (CI keeps the folder)."""
+
+_LEGACY_SHIM = """
+bl_info = {"name": "Hermes Bridge", "blender": (3, 4, 0), "category": "System", "version": (0, 1, 0)}
+import bpy as _bpy  # noqa: E402
+
+if not hasattr(_bpy.utils, "register_cli_command"):  # Blender < 4.2: no command-line commands
+    _bpy.utils.register_cli_command = lambda *args: None
+    _bpy.utils.unregister_cli_command = lambda *args: None
+"""
+
+
+def missing_tools() -> list[str]:
+    return [name for name in ("blender", "Xvfb", "xdotool", "import") if shutil.which(name) is None]
+
+
+@contextmanager
+def xvfb(size: str = "1024x720x24") -> Iterator[str]:
+    """A private X display; yields its name (":N")."""
+    read, write = os.pipe()
+    server = subprocess.Popen(
+        ["Xvfb", "-displayfd", str(write), "-screen", "0", size, "-nolisten", "tcp"],
+        pass_fds=(write,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    os.close(write)
+    try:
+        with os.fdopen(read) as pipe:
+            number = pipe.readline().strip()
+        if not number:
+            raise RuntimeError("Xvfb did not start")
+        yield f":{number}"
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class GuiBlender:
+    """One interactive Blender with a private HOME and user folders, driven from outside."""
+
+    def __init__(self, root: Path, display: str, *, lab_port: int | None = None) -> None:
+        self.root = root
+        self.display = display
+        self.lab_port = lab_port
+        self.home = root / "home"
+        self.probe_dir = root / "probe"
+        self.log = root / "blender.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.env = {
+            **os.environ,
+            "HOME": str(self.home),
+            "DISPLAY": display,
+            "BLENDER_USER_CONFIG": str(root / "config"),
+            "BLENDER_USER_SCRIPTS": str(root / "scripts"),
+            "HERMES_GUI_PROBE": str(self.probe_dir),
+        }
+        self.env.pop("BLENDER_USER_RESOURCES", None)  # the suite's bpy setting would hide these folders
+
+    @property
+    def runtime_file(self) -> Path:
+        return self.home / "AppData" / "Local" / "Blender" / "server.json"
+
+    @property
+    def spec(self) -> RuntimeFileSpec:
+        return RuntimeFileSpec(path=str(self.runtime_file))
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def install_addon(self) -> None:
+        """Copy the add-on as a legacy add-on, enable it and save the preferences, as a user would once."""
+        target = self.root / "scripts" / "addons" / ADDON
+        shutil.copytree(ADDON_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", "*.toml"))
+        init = target / "__init__.py"
+        text = init.read_text()
+        head = "from __future__ import annotations\n"
+        init.write_text(text.replace(head, head + _LEGACY_SHIM, 1))
+        lab = (
+            f"prefs.lab_enabled = True\nprefs.lab_port = {self.lab_port}\n"
+            if self.lab_port
+            else "prefs.lab_enabled = False\n"
+        )
+        setup = (
+            "import addon_utils, bpy\n"
+            f"addon_utils.enable({ADDON!r}, default_set=True)\n"
+            f"prefs = bpy.context.preferences.addons[{ADDON!r}].preferences\n"
+            "prefs.auto_start = True\n"
+            f"{lab}"
+            "bpy.context.preferences.view.show_splash = False\n"
+            "bpy.ops.wm.save_userpref()\n"
+        )
+        subprocess.run(
+            ["blender", "-b", "--python-exit-code", "1", "--python-expr", setup],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def launch(self, blend: Path | None = None) -> LiveEndpoint:
+        """Start Blender as a user does (no factory settings: the saved preferences apply) and wait for its bridge."""
+        command = ["blender", *([str(blend)] if blend else []), "--python", str(PROBE)]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        return self.wait_for_bridge()
+
+    def wait_for_bridge(self, timeout: float = 90.0) -> LiveEndpoint:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process is not None and self.process.poll() is not None:
+                raise RuntimeError(f"Blender exited with {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                endpoint = read_live_endpoint(self.spec)
+            except LiveEndpointUnavailable:
+                endpoint = None
+            if endpoint is not None and endpoint.pid == self.pid:
+                return endpoint
+            time.sleep(0.05)
+        raise TimeoutError(f"the bridge did not publish within {timeout:g} s:\n{self.log_tail()}")
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
+        return asyncio.run(BridgeClient(self.spec, timeout=120.0).call_tool(tool, arguments or {}))
+
+    def code(self, code: str) -> Any:
+        result = self.call("execute_blender_code", {"code": code})
+        assert not result.is_error, result.data()
+        return result.data()["result"]
+
+    def post(self, code: str) -> Path:
+        """Hand `code` to the probe without waiting; returns where its answer will appear."""
+        name = uuid.uuid4().hex
+        inbox = self.probe_dir / "in"
+        temp = inbox / f"{name}.tmp"
+        temp.write_text(code)
+        temp.replace(inbox / f"{name}.py")
+        return inbox / f"{name}.json"
+
+    def probe(self, code: str, timeout: float = 60.0) -> Any:
+        """Run `code` on Blender's main thread from the probe's timer; returns its `result`."""
+        answer = self.post(code)
+        deadline = time.monotonic() + timeout
+        while not answer.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the probe did not answer within {timeout:g} s:\n{self.log_tail()}")
+            time.sleep(0.01)
+        reply = json.loads(answer.read_text())
+        answer.unlink()
+        if "error" in reply:
+            raise AssertionError(f"probe code failed:\n{reply['error']}")
+        return reply["result"]
+
+    def make_blend(self, path: Path, object_name: str) -> Path:
+        """A .blend saved by this Blender: the factory scene plus one empty named `object_name`."""
+        code = (
+            "import bpy\n"
+            f"bpy.context.scene.collection.objects.link(bpy.data.objects.new({object_name!r}, None))\n"
+            f"bpy.ops.wm.save_as_mainfile(filepath={str(path)!r})\n"
+        )
+        command = ["blender", "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
+        subprocess.run(command, env=self.env, check=True, capture_output=True, timeout=120)
+        return path
+
+    def click(self, x: int, y: int) -> None:
+        """A real mouse click at screen coordinates (xdotool), as the user makes it."""
+        subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], env=self.env, check=True, timeout=30)
+
+    def screenshot(self, name: str) -> Path:
+        """The whole X screen as the user would see it (ImageMagick's `import`), kept as an artifact."""
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        subprocess.run(["import", "-window", "root", str(path)], env=self.env, check=True, timeout=60)
+        return path
+
+    def wait_exit(self, timeout: float) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout)
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
