@@ -48,7 +48,7 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     try:
         if bpy.app.background:
-            bpy.ops.render.render(write_still=True)
+            _render()
         else:
             window = bpy.context.window or bpy.context.window_manager.windows[0]
             area = next((a for a in window.screen.areas if a.type == "VIEW_3D"), None)
@@ -57,13 +57,18 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
             region = next(r for r in area.regions if r.type == "WINDOW")
             with bpy.context.temp_override(window=window, area=area, region=region):
                 bpy.ops.render.opengl(write_still=True)
-        return _result(scene, path, started, before)
+        return _result(scene, path, started, before, responsive=False)
     finally:
         _restore(scene, saved)
 
 
 def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
-    """A small final render with the scene's own engine (in the GUI Cycles keeps the interface working)."""
+    """A small final render with the scene's own engine.
+
+    Only Cycles renders off the main thread, so only a Cycles render in the GUI is deferred (the
+    interface and other calls go on meanwhile), with Blender's render window suppressed. EEVEE and
+    Workbench hold the event loop whichever way they are started, so they render in place.
+    """
     path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     render = scene.render
@@ -76,31 +81,50 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
         "render.resolution_x": max(1, round(render.resolution_x * scale)),
         "render.resolution_y": max(1, round(render.resolution_y * scale)),
     }
-    if render.engine == "CYCLES":
+    cycles = render.engine == "CYCLES"
+    if cycles:
         changes["cycles.samples"] = min(scene.cycles.samples, THUMBNAIL_SAMPLES)
+        if scene.cycles.use_denoising and not scene.cycles.denoiser:
+            changes["cycles.use_denoising"] = False  # this build has no denoiser: Blender would write nothing
     saved = _apply(scene, changes)
     started = time.monotonic()
-    if bpy.app.background:
+    if bpy.app.background or not cycles:
         try:
-            bpy.ops.render.render(write_still=True)
-            return _result(scene, path, started, before)
+            _render()
+            return _result(scene, path, started, before, responsive=False)
         finally:
             _restore(scene, saved)
-    try:
-        bpy.ops.render.render("INVOKE_DEFAULT", write_still=True)
-    except BaseException:  # the render never started: nothing will poll, so restore now
+    preferences = bpy.context.preferences
+    shown = _apply(preferences, {"view.render_display_type": "NONE"})  # no "Blender Render" window left behind
+
+    def restore() -> None:
         _restore(scene, saved)
+        _restore(preferences, shown)
+
+    try:
+        _render("INVOKE_DEFAULT")
+    except BaseException:  # the render never started: nothing will poll, so restore now
+        restore()
         raise
 
     def poll() -> dict[str, Any] | None:
         if bpy.app.is_job_running("RENDER"):
             return None
         try:
-            return _result(scene, path, started, before)
+            return _result(scene, path, started, before, responsive=True)
         finally:
-            _restore(scene, saved)
+            restore()
 
     return Deferred(poll)
+
+
+def _render(*how: str) -> None:
+    """Start a render (in place, or INVOKE_DEFAULT); Blender's own reason when it refuses (e.g. no camera)."""
+    try:
+        bpy.ops.render.render(*how, write_still=True)
+    except RuntimeError as exc:
+        reason = str(exc).strip().removeprefix("Error:").strip() or "no reason given"
+        raise ToolError(f"Blender could not render: {reason}", state="tool_failed") from None
 
 
 def _output_path(raw: str, overwrite: bool) -> tuple[Path, int | None]:
@@ -141,9 +165,13 @@ def _invalid(raw: str, why: str) -> ToolError:
     return ToolError(f"output_path {why}: {raw[:200]!r}.", state="invalid_path")
 
 
-def _result(scene: Any, path: Path, started: float, before: int | None) -> dict[str, Any]:
+def _result(scene: Any, path: Path, started: float, before: int | None, *, responsive: bool) -> dict[str, Any]:
     if not path.is_file() or path.stat().st_mtime_ns == before:
-        raise ToolError(f"Blender finished rendering but wrote no file at {path}.", state="tool_failed")
+        raise ToolError(
+            f"Blender finished rendering but wrote no file at {path}; its reason is in Blender's status bar "
+            "and Info editor.",
+            state="tool_failed",
+        )
     render = scene.render
     percent = render.resolution_percentage / 100
     return {
@@ -153,11 +181,12 @@ def _result(scene: Any, path: Path, started: float, before: int | None) -> dict[
         "height": round(render.resolution_y * percent),
         "engine": render.engine,
         "seconds": round(time.monotonic() - started, 3),
+        "interface_responsive": responsive,
     }
 
 
 def _apply(scene: Any, changes: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted scene attributes; return their previous values for _restore."""
+    """Set dotted attributes (of the scene, or the preferences); return their previous values for _restore."""
     saved: dict[str, Any] = {}
     for dotted, value in changes.items():
         owner, name = _owner(scene, dotted)
@@ -181,7 +210,13 @@ def _owner(scene: Any, dotted: str) -> tuple[Any, str]:
 
 
 RENDER_RESULT = shallow(
-    status="string", filepath="string", width="integer", height="integer", engine="string", seconds="number"
+    status="string",
+    filepath="string",
+    width="integer",
+    height="integer",
+    engine="string",
+    seconds="number",
+    interface_responsive="boolean",
 )
 
 RENDER_TOOLS = (
@@ -199,7 +234,8 @@ RENDER_TOOLS = (
         "Render a thumbnail",
         f"Render the scene with its own engine at {THUMBNAIL_SIDE} px on the longest side to a PNG at output_path; "
         "render settings are restored afterwards. With Cycles the interface stays responsive while it renders; "
-        "EEVEE and Workbench hold it for the render's duration.",
+        "EEVEE and Workbench hold it for the render's duration (interface_responsive says which). Denoising is "
+        "skipped where this Blender has no denoiser.",
         render_thumbnail,
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,

@@ -211,6 +211,15 @@ def test_renders_write_exactly_where_asked_and_restore_settings(factory: Session
     assert bad.is_error and json.loads(bad.text)["state"] == "invalid_path"
 
 
+def test_a_render_blender_refuses_says_blenders_reason_and_restores_settings(factory: Session, tmp_path: Path) -> None:
+    factory.run("import bpy\nbpy.context.scene.camera = None\nresult = {}")
+    refused = factory.call("render_thumbnail_to_path", {"output_path": str(tmp_path / "none.png")})
+    assert refused.is_error
+    message = json.loads(refused.text)["error"]
+    assert message.startswith("Blender could not render: ") and "camera" in message.lower()  # Blender's own words
+    assert factory.run("import bpy\nresult = {'x': bpy.context.scene.render.resolution_x}") == {"x": 1920}
+
+
 def test_a_100k_object_scene_answers_in_bounded_stable_pages(blender: Session) -> None:
     blender.run(
         "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nbig = bpy.data.collections.new('Big')\n"

@@ -7,6 +7,7 @@ needs a `bl_info` dict and a stand-in for `bpy.utils.register_cli_command` (Blen
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import os
 import shutil
@@ -19,8 +20,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
-from hermes_blender.client import BridgeClient, ToolResult
+from hermes_blender.client import BridgeClient, ToolResult, modern_request
 from hermes_blender.contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from hermes_blender.errors import LiveEndpointUnavailable
 from hermes_blender.resources import ADDON_SOURCE
@@ -163,6 +165,20 @@ class GuiBlender:
 
     def call(self, tool: str, arguments: dict[str, Any] | None = None) -> ToolResult:
         return asyncio.run(BridgeClient(self.spec, timeout=120.0).call_tool(tool, arguments or {}))
+
+    def rpc(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """One raw `tools/call` over a fresh connection: the whole MCP result, image content included."""
+        endpoint = read_live_endpoint(self.spec)
+        parts = urlsplit(endpoint.url)
+        assert parts.hostname is not None
+        body, headers = modern_request("tools/call", {"name": tool, "arguments": arguments or {}})
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+        try:
+            connection.request("POST", parts.path, body, {**headers, **endpoint.headers()})
+            reply = json.loads(connection.getresponse().read())
+        finally:
+            connection.close()
+        return reply["result"]
 
     def code(self, code: str) -> Any:
         result = self.call("execute_blender_code", {"code": code})
