@@ -270,6 +270,92 @@ def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: li
     return results
 
 
+# --- the official Blender Lab stack, from a source checkout ------------------------------------
+
+OFFICIAL_SERVER = ["uv", "run", "--no-project", "--quiet", "--with", "mcp[cli]>=1.2.0,<2"]
+OFFICIAL_SERVER += ["--with", "docutils", "--with", "pyyaml", "python", "-m", "blmcp"]
+"""Its own dependencies (mcp/pyproject.toml at upstream 4309a39; it imports FastMCP, gone in mcp 2)."""
+OFFICIAL_ADDON = (
+    "import sys\nsys.path.insert(0, {addon!r})\nimport bpy\nfrom blender_mcp_addon import cli\n"
+    "sys.exit(cli.cli_execute(['--host', '127.0.0.1', '--port', {port!r}]))"
+)
+
+
+def official_stack(checkout: Path, n: int) -> dict[str, dict[str, float]]:
+    """The official server (stdio, its own venv) against its own add-on (in this bpy, its background loop) and
+    against our Lab listener: the same calls, the same client, the same machine. Nothing of it is kept here."""
+    stats: dict[str, dict[str, float]] = {}
+    port = _free_port()
+    addon = subprocess.Popen(
+        [sys.executable, "-c", OFFICIAL_ADDON.format(addon=str(checkout / "addon"), port=str(port))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        _wait_for_port(port)
+        for tool, figures in _through_official_server(checkout, port, n).items():
+            stats[f"official stack: {tool} (official server -> official add-on)"] = figures
+    finally:
+        addon.terminate()
+        addon.wait(30)
+    with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json", lab_port=0):
+        lab_port = int(json.loads((Path(folder) / "server.json").read_text())["lab"].rsplit(":", 1)[1])
+        for tool, figures in _through_official_server(checkout, lab_port, n).items():
+            stats[f"official server -> our Lab listener: {tool}"] = figures
+    return stats
+
+
+def _through_official_server(checkout: Path, port: int, n: int) -> dict[str, dict[str, float]]:
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    server = StdioServerParameters(
+        command=OFFICIAL_SERVER[0],
+        args=OFFICIAL_SERVER[1:],
+        env={**os.environ, "BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": str(port)},
+        cwd=str(checkout / "mcp"),
+    )
+    calls = {"get_objects_summary": {}, "execute_blender_code": {"code": "result = {}"}}
+
+    async def run() -> dict[str, list[float]]:
+        with open(os.devnull, "w") as quiet:  # the server logs every request to stderr
+            return await calls_through(quiet)
+
+    async def calls_through(quiet: Any) -> dict[str, list[float]]:
+        samples: dict[str, list[float]] = {tool: [] for tool in calls}
+        async with stdio_client(server, errlog=quiet) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            for i in range(n + 10):
+                for tool, arguments in calls.items():
+                    started = time.perf_counter()
+                    result = await session.call_tool(tool, arguments)
+                    if result.is_error:
+                        raise RuntimeError(f"{tool} failed through the official server: {result.content}")
+                    if i >= 10:
+                        samples[tool].append(time.perf_counter() - started)
+        return samples
+
+    return {tool: percentiles(samples) for tool, samples in asyncio.run(run()).items()}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
@@ -298,6 +384,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer iterations (a smoke run)")
     parser.add_argument(
         "--python", action="append", type=Path, help="run under this interpreter (a bpy line's venv); repeat to compare"
+    )
+    parser.add_argument(
+        "--official-stack",
+        type=Path,
+        metavar="CHECKOUT",
+        help="also run the official Blender Lab stack from this source checkout (upstream 4309a39), beside ours",
     )
     args = parser.parse_args(argv)
     if args.python:
@@ -346,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
     tcp_floor.close()
     http_floor.close()
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
+    if args.official_stack is not None:
+        latency.update(official_stack(args.official_stack.resolve(), n // 10))
     report["time_to_ready"] = time_to_ready(3 if args.quick else 5)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
@@ -389,10 +483,11 @@ def render(report: dict[str, Any]) -> str:
         f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}, bpy {m['bpy']}, mcp {m['mcp']}",
         "",
     ]
-    lines.append(f"{'path':<64} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'x floor':>8}")
+    width = max(64, *(len(name) for name in report["latency"]))
+    lines.append(f"{'path':<{width}} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'x floor':>8}")
     for name, s in report["latency"].items():
         ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
-        lines.append(f"{name:<64} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}")
+        lines.append(f"{name:<{width}} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}")
     lines += ["", f"{'throughput (get_objects_summary, keep-alive HTTP)':<64} {'calls/s':>8} {'errors':>8}"]
     for t in report["throughput"]:
         lines.append(
