@@ -48,7 +48,9 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _run(command: Path, *args: str, home: Path) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
-    env.update(HOME=str(home), HERMES_HOME=str(home / ".hermes"), PATH="/usr/bin:/bin")
+    empty = home / "empty-bin"  # a PATH with no Blender, also on a machine whose /usr/bin has one (the GUI tier's)
+    empty.mkdir(exist_ok=True)
+    env.update(HOME=str(home), HERMES_HOME=str(home / ".hermes"), PATH=str(empty))
     return subprocess.run([str(command), *args], capture_output=True, text=True, timeout=120, env=env, cwd=home)
 
 

@@ -7,6 +7,7 @@ import os
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -147,9 +148,14 @@ def test_a_hostile_file_at_the_path_reads_as_no_record_without_hanging(tmp_path:
 # --- several bridges at once -----------------------------------------------------------------
 
 
-def _sleeper() -> subprocess.Popen[bytes]:
-    """A real live process whose pid a bridge record can name."""
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+@pytest.fixture
+def live_pids() -> Iterator[tuple[int, int]]:
+    """Two real live processes whose pids bridge records can name."""
+    processes = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    yield processes[0].pid, processes[1].pid
+    for process in processes:
+        process.kill()
+        process.wait()
 
 
 def _publish(path: Path, pid: int, port: int) -> None:
@@ -166,25 +172,22 @@ def test_each_bridge_keeps_an_owner_only_record_of_its_own(tmp_path: Path) -> No
         assert stat.S_IMODE(own.parent.stat().st_mode) == 0o700
 
 
-def test_when_the_named_bridge_stops_the_newest_live_one_is_promoted(tmp_path: Path) -> None:
+def test_when_the_named_bridge_stops_the_newest_live_one_is_promoted(
+    tmp_path: Path, live_pids: tuple[int, int]
+) -> None:
     path = tmp_path / "server.json"
-    older, newer = _sleeper(), _sleeper()
-    try:
-        _publish(path, older.pid, 1)
-        _publish(path, newer.pid, 2)
-        _publish(path, os.getpid(), 3)
-        assert runtime_file.withdraw(path, url="http://127.0.0.1:3", pid=os.getpid()) is True
-        assert json.loads(path.read_text())["pid"] == newer.pid
-        assert not (path.parent / "servers" / f"{os.getpid()}.json").exists()
-        # The older one stopping leaves the newer named; the newer stopping then promotes nobody dead.
-        assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=older.pid) is False
-        assert json.loads(path.read_text())["pid"] == newer.pid
-        assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=newer.pid) is True
-        assert not path.exists()
-    finally:
-        for process in (older, newer):
-            process.kill()
-            process.wait()
+    older, newer = live_pids
+    _publish(path, older, 1)
+    _publish(path, newer, 2)
+    _publish(path, os.getpid(), 3)
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:3", pid=os.getpid()) is True
+    assert json.loads(path.read_text())["pid"] == newer
+    assert not (path.parent / "servers" / f"{os.getpid()}.json").exists()
+    # The older one stopping leaves the newer named; the newer stopping then promotes nobody dead.
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=older) is False
+    assert json.loads(path.read_text())["pid"] == newer
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=newer) is True
+    assert not path.exists()
 
 
 def test_a_bridge_that_died_is_never_promoted_and_its_record_is_forgotten(tmp_path: Path) -> None:
@@ -199,27 +202,22 @@ def test_a_bridge_that_died_is_never_promoted_and_its_record_is_forgotten(tmp_pa
 
 
 def test_promotion_never_replaces_a_runtime_file_a_newer_bridge_has_written(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, live_pids: tuple[int, int]
 ) -> None:
     path = tmp_path / "server.json"
-    waiting, newest = _sleeper(), _sleeper()
-    try:
-        _publish(path, waiting.pid, 1)
-        _publish(path, os.getpid(), 2)
-        instances = runtime_file.live_instances
+    waiting, newest = live_pids
+    _publish(path, waiting, 1)
+    _publish(path, os.getpid(), 2)
+    instances = runtime_file.live_instances
 
-        def newest_publishes_meanwhile(where: Path) -> list[dict]:
-            found = instances(where)
-            _publish(path, newest.pid, 3)
-            return found
+    def newest_publishes_meanwhile(where: Path) -> list[dict]:
+        found = instances(where)
+        _publish(path, newest, 3)
+        return found
 
-        monkeypatch.setattr(runtime_file, "live_instances", newest_publishes_meanwhile)
-        assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=os.getpid()) is True
-        assert json.loads(path.read_text())["pid"] == newest.pid
-    finally:
-        for process in (waiting, newest):
-            process.kill()
-            process.wait()
+    monkeypatch.setattr(runtime_file, "live_instances", newest_publishes_meanwhile)
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=os.getpid()) is True
+    assert json.loads(path.read_text())["pid"] == newest
 
 
 def test_a_record_that_names_another_pid_than_its_file_is_ignored(tmp_path: Path) -> None:
