@@ -44,7 +44,17 @@ def test_jumps_change_the_workspace_and_the_active_object_in_the_window(gui: Gui
     jumped = gui.rpc("jump_to_view3d_object_by_name", {"name": "Camera", "allow_edits": True})
     assert not jumped["isError"], jumped
     assert gui.probe("result = bpy.context.view_layer.objects.active.name") == "Camera"
-    gui.rpc("jump_to_view3d_object_by_name", {"name": "Cube", "allow_edits": True})
+    by_space = gui.rpc("jump_to_tab_by_space_type", {"space_type": "IMAGE_EDITOR"})
+    assert not by_space["isError"] and by_space["structuredContent"]["created"] is False, by_space
+    assert gui.probe(WINDOW + "result = [a.type for a in window.screen.areas]").count("IMAGE_EDITOR") >= 1
+    gui.rpc("jump_to_tab_by_name", {"name": "Layout"})
+    data = gui.rpc("jump_to_view3d_object_data_by_name", {"name": "Cube", "allow_edits": True})
+    assert not data["isError"] and data["structuredContent"]["data_name"] == "Cube", data
+    assert gui.probe("result = bpy.context.view_layer.objects.active.mode") == "EDIT"
+    _image(gui.rpc("get_screenshot_of_window_as_image"), "tool-jump-to-mesh-data-edit-mode")
+    back = gui.rpc("jump_to_view3d_object_by_name", {"name": "Cube", "allow_edits": True})
+    assert not back["isError"], back
+    assert gui.probe("result = bpy.context.view_layer.objects.active.mode") == "OBJECT"
 
 
 def test_viewport_and_thumbnail_renders_write_exactly_the_asked_file(gui: GuiBlender, tmp_path: Path) -> None:
