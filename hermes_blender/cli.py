@@ -132,19 +132,25 @@ def _serve(args: argparse.Namespace) -> int:
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
     stop = _stop_requests()  # before Blender starts: a signal during start-up must still stop it cleanly
-    with HeadlessBlender(
-        runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file
-    ) as blender:
-        endpoint = blender.endpoint
-        assert endpoint is not None
-        _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
-        _progress(f"log: {blender.log_path}")
-        _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
-        while (code := blender.exit_code()) is None and not stop.wait(0.2):
-            pass
-        if code is None:
-            _progress("stopping...")
-            code = blender.stop()  # a clean stop: the bridge withdraws its runtime file
+    blender = HeadlessBlender(runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file)
+    try:
+        with blender:
+            endpoint = blender.endpoint
+            assert endpoint is not None
+            _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
+            _progress(f"log: {blender.log_path}")
+            _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
+            while (code := blender.exit_code()) is None and not stop.wait(0.2):
+                pass
+            if code is None:
+                _progress("stopping...")
+                code = blender.stop()  # a clean stop: the bridge withdraws its runtime file
+    except HeadlessStartError:
+        # Stopped while Blender was starting: Ctrl+C reaches Blender too (the whole process group), so it may end
+        # before we saw it serve. That is the stop the user asked for, not a failure to start.
+        if not stop.is_set():
+            raise
+        code = 0
     if code not in (None, 0):
         _error(f"Blender exited with code {code}")
         return EXIT_FAILURE

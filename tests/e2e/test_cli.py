@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hermes_blender.headless import HeadlessBlender
@@ -93,3 +94,34 @@ def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> 
     assert code == 0, output
     assert output.rstrip().endswith("stopped; runtime file removed") and not runtime_file.exists()
     assert "Fatal Python error" not in output and log.is_file()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups")
+@pytest.mark.parametrize("after", [0.0, 0.5, 1.0])
+def test_ctrl_c_while_blender_starts_is_a_clean_stop_not_a_start_failure(tmp_path: Path, after: float) -> None:
+    """Once serve has started Blender, wherever start-up has got to (Blender loading, the bridge starting, just
+    published), Ctrl+C to the whole group stops it cleanly."""
+    runtime_file = tmp_path / "server.json"
+    serve = subprocess.Popen(
+        [*CLI, "serve", "--runtime-file", str(runtime_file), "--log-file", str(tmp_path / "serve.log")],
+        stdin=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not psutil.Process(serve.pid).children():  # serve has started Blender
+            assert time.monotonic() < deadline and serve.poll() is None, "serve never started Blender"
+            time.sleep(0.01)
+        time.sleep(after)
+        os.killpg(serve.pid, signal.SIGINT)
+        code = serve.wait(60)
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+    assert serve.stderr is not None
+    output = serve.stderr.read()
+    assert code == 0, output
+    assert output.rstrip().endswith("stopped; runtime file removed") and not runtime_file.exists()
