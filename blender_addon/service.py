@@ -155,6 +155,21 @@ class Bridge:
             )
         return f"Replaced a stale runtime file left by a process that has exited (pid {publication.replaced_pid})."
 
+    def reachability_note(self) -> str | None:
+        """A sentence for the panel when agents do not reach this Blender through the runtime file; None when they do.
+
+        Read fresh: another Blender may publish, or stop and hand the file back, at any moment.
+        """
+        named = runtime_file.named_pid(self.runtime_file)
+        if named == self._pid:
+            return None
+        if named is None:
+            return "The runtime file is gone, so agents cannot find this Blender: stop and start the bridge."
+        return (
+            f"Agents connect to the Blender started last (pid {named}); this one takes over when that one stops. "
+            f"To reach this one now: hermes-blender call --pid {self._pid}"
+        )
+
     def close(self) -> None:
         """Release waiting jobs, stop listening and withdraw the runtime file if it is still ours.
 

@@ -37,7 +37,7 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         else:
             for line in _wrap("Blender Lab listener: off (for blender_lab, turn it on in the add-on's preferences)"):
                 layout.label(text=line)
-        note = bridge.takeover_note()
+        note = bridge.reachability_note() or bridge.takeover_note()
         if note:
             for line in _wrap(note):
                 layout.label(text=line, icon="INFO")

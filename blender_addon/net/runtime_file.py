@@ -182,6 +182,11 @@ def _promote(path: Path) -> None:
         withdraw(path, url=newest.get(URL_FIELD, ""), pid=newest[PID_FIELD])
 
 
+def named_pid(path: Path) -> int | None:
+    """The pid the runtime file names now (the Blender agents connect to), if any."""
+    return _read_pid(path)
+
+
 def _read_pid(path: Path) -> int | None:
     record = _read_record(path)
     pid = record.get(PID_FIELD) if record is not None else None

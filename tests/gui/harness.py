@@ -81,13 +81,14 @@ def free_port() -> int:
 class GuiBlender:
     """One interactive Blender with a private HOME and user folders, driven from outside."""
 
-    def __init__(self, root: Path, display: str, *, lab_port: int | None = None) -> None:
+    def __init__(self, root: Path, display: str, *, lab_port: int | None = None, name: str = "blender") -> None:
+        """`name` tells apart several Blenders of one user (one root: one HOME and one set of preferences)."""
         self.root = root
         self.display = display
         self.lab_port = lab_port
         self.home = root / "home"
-        self.probe_dir = root / "probe"
-        self.log = root / "blender.log"
+        self.probe_dir = root / f"probe-{name}"
+        self.log = root / f"{name}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.env = {
             **os.environ,

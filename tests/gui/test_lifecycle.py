@@ -13,6 +13,7 @@ import pytest
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import read_live_endpoint
 from hermes_blender.errors import LiveEndpointUnavailable
+from hermes_blender.instances import instance_spec
 from tests.gui.busy import BusyClient
 from tests.gui.harness import ARTIFACTS, GuiBlender, free_port
 
@@ -158,3 +159,27 @@ def test_a_crashed_blender_leaves_a_stale_file_that_reads_as_not_running_and_the
     own_gui.launch()
     assert read_live_endpoint(own_gui.spec).pid == own_gui.pid != crashed
     assert f"Replaced a stale runtime file left by a process that has exited (pid {crashed})" in own_gui.log.read_text()
+
+
+NOTE = "import sys\nresult = sys.modules['hermes_bridge.service'].active().reachability_note()"
+
+
+def test_a_second_blender_takes_the_runtime_file_and_hands_it_back_when_it_quits(
+    own_gui: GuiBlender, display: str
+) -> None:
+    assert own_gui.probe(NOTE) is None
+    second = GuiBlender(own_gui.root, display, name="second")  # the same user opens Blender again
+    try:
+        second.launch()
+        assert read_live_endpoint(own_gui.spec).pid == second.pid
+        note = own_gui.probe(NOTE)  # what the first one's panel says now
+        assert f"Blender started last (pid {second.pid})" in note and f"call --pid {own_gui.pid}" in note
+        own_record = instance_spec(own_gui.spec, own_gui.pid)
+        answer = asyncio.run(BridgeClient(own_record).call_tool("get_objects_summary"))
+        assert not answer.is_error  # still serving, reached through its own record
+        second.post("bpy.ops.wm.quit_blender()")
+        assert second.wait_exit(30) == 0
+    finally:
+        second.kill()
+    assert read_live_endpoint(own_gui.spec).pid == own_gui.pid  # handed back: Hermes reaches the first again
+    assert own_gui.probe(NOTE) is None
