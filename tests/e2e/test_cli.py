@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -61,20 +63,38 @@ def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> Non
     assert "[app_not_running]" in run.stderr and "no runtime file" in run.stderr
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGTERM")
-@pytest.mark.parametrize("how", ["Ctrl+C to the whole group", "SIGTERM", "stdin closed"])
-def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> None:
-    runtime_file, log = tmp_path / "server.json", tmp_path / "serve.log"
+@contextmanager
+def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
+    """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running."""
     serve = subprocess.Popen(
-        [*CLI, "serve", "--runtime-file", str(runtime_file), "--log-file", str(log)],
+        [*CLI, "serve", "--runtime-file", str(tmp_path / "server.json"), "--log-file", str(tmp_path / "serve.log")],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,  # its own group, like a terminal's foreground job
+        start_new_session=True,
     )
     try:
+        yield serve
+    finally:
+        if serve.poll() is None:
+            os.killpg(serve.pid, signal.SIGKILL)
+            serve.wait()
+
+
+def _assert_clean_stop(serve: subprocess.Popen[str], code: int, tmp_path: Path) -> None:
+    assert serve.stderr is not None
+    output = serve.stderr.read()
+    assert code == 0, output
+    assert output.rstrip().endswith("stopped; runtime file removed") and not (tmp_path / "server.json").exists()
+    assert "Fatal Python error" not in output and (tmp_path / "serve.log").is_file()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGTERM")
+@pytest.mark.parametrize("how", ["Ctrl+C to the whole group", "SIGTERM", "stdin closed"])
+def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> None:
+    with _serving(tmp_path) as serve:
         deadline = time.monotonic() + 120
-        while not runtime_file.exists():
+        while not (tmp_path / "server.json").exists():
             assert time.monotonic() < deadline and serve.poll() is None, "serve never published"
             time.sleep(0.05)
         if how.startswith("Ctrl+C"):
@@ -85,15 +105,7 @@ def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> 
             assert serve.stdin is not None
             serve.stdin.close()
         code = serve.wait(60)
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
-    assert serve.stderr is not None
-    output = serve.stderr.read()
-    assert code == 0, output
-    assert output.rstrip().endswith("stopped; runtime file removed") and not runtime_file.exists()
-    assert "Fatal Python error" not in output and log.is_file()
+    _assert_clean_stop(serve, code, tmp_path)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups")
@@ -101,15 +113,7 @@ def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> 
 def test_ctrl_c_while_blender_starts_is_a_clean_stop_not_a_start_failure(tmp_path: Path, after: float) -> None:
     """Once serve has started Blender, wherever start-up has got to (Blender loading, the bridge starting, just
     published), Ctrl+C to the whole group stops it cleanly."""
-    runtime_file = tmp_path / "server.json"
-    serve = subprocess.Popen(
-        [*CLI, "serve", "--runtime-file", str(runtime_file), "--log-file", str(tmp_path / "serve.log")],
-        stdin=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    try:
+    with _serving(tmp_path) as serve:
         deadline = time.monotonic() + 60
         while not psutil.Process(serve.pid).children():  # serve has started Blender
             assert time.monotonic() < deadline and serve.poll() is None, "serve never started Blender"
@@ -117,11 +121,4 @@ def test_ctrl_c_while_blender_starts_is_a_clean_stop_not_a_start_failure(tmp_pat
         time.sleep(after)
         os.killpg(serve.pid, signal.SIGINT)
         code = serve.wait(60)
-    finally:
-        if serve.poll() is None:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait()
-    assert serve.stderr is not None
-    output = serve.stderr.read()
-    assert code == 0, output
-    assert output.rstrip().endswith("stopped; runtime file removed") and not runtime_file.exists()
+    _assert_clean_stop(serve, code, tmp_path)
