@@ -18,7 +18,7 @@ def display() -> Iterator[str]:
         message = f"{INSTALL_HINT}; missing: {', '.join(missing)}"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the GUI tier: {message}")
-        pytest.skip(message)
+        pytest.skip(f"GUI tier skipped: {message}")
     with xvfb() as name:
         yield name
 

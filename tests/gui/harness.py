@@ -28,7 +28,7 @@ from hermes_blender.errors import LiveEndpointUnavailable
 from hermes_blender.resources import ADDON_SOURCE
 
 INSTALL_HINT = (
-    "GUI tier skipped: it needs Blender, Xvfb, xdotool and ImageMagick on PATH "
+    "the GUI tier needs Blender, Xvfb, xdotool and ImageMagick on PATH "
     "(Debian/Ubuntu: `sudo apt-get install blender xvfb xdotool imagemagick`)"
 )
 ADDON = "hermes_bridge"
