@@ -15,7 +15,7 @@ from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
 from .contract.gate import install_refusals
 from .contract.host import HostFacts, serving_blender_problem
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness, published_fields
 from .contract.locate import blender_cli_version
 from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
@@ -116,7 +116,7 @@ def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
 
 def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
     """What the pinned Blender Lab server will meet on the port mcp.json gives it."""
-    record = _published(endpoint.runtime_file)
+    record = published_fields(endpoint.runtime_file)
     if isinstance(record.get("lab_error"), str):
         raise ToolCallFailed(record["lab_error"])
     if "lab" not in record:
@@ -146,21 +146,12 @@ def _port(url: str) -> int:
     return port
 
 
-def _published(runtime_file: Path) -> dict[str, Any]:
-    """The runtime file's extra fields, or nothing: they inform, they never decide a state."""
-    try:
-        record = json.loads(runtime_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
-
-
 def _with_log_path(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
     """Where the running Blender logs (its add-on publishes the path), for a bug report or a refusal."""
     liveness = parse_liveness(declaration.liveness, host.os)
     if liveness.spec is None or not any(c.name == "runtime file" and c.ok for c in status.checks):
         return status
-    path = _published(host.expand_path(liveness.spec.path)).get("log")
+    path = published_fields(host.expand_path(liveness.spec.path)).get("log")
     if not isinstance(path, str):
         return status
     return replace(status, checks=(*status.checks, Check("Blender log", None, path)))

@@ -8,12 +8,10 @@ refusals, and a dead pid's record is never listed.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
-from pathlib import Path
 
-from .contract.host import HostFacts, read_small_file
-from .contract.liveness import MAX_RUNTIME_FILE_BYTES, LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, published_fields, read_live_endpoint
 from .errors import LiveEndpointUnavailable
 
 INSTANCES_FOLDER = "servers"
@@ -62,7 +60,7 @@ def live_instances(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFacts | 
             continue
         if path.stem != str(endpoint.pid):
             continue  # a record must name the process its file is named for
-        extra = _extra_fields(path)
+        extra = published_fields(path)
         published = extra.get("published_ns")
         newest_first = -published if isinstance(published, int) else 0
         found.append(
@@ -70,15 +68,6 @@ def live_instances(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFacts | 
         )
     found.sort(key=lambda item: item[:2])
     return [instance for *_, instance in found]
-
-
-def _extra_fields(path: Path) -> dict[str, object]:
-    """What a record says beyond the contract: it informs, it never decides."""
-    try:
-        record = json.loads(read_small_file(path, MAX_RUNTIME_FILE_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def _texts(extra: dict[str, object]) -> tuple[str | None, str | None]:

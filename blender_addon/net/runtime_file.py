@@ -52,7 +52,7 @@ class Publication:
 
 def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any] | None = None) -> Publication:
     """Write this bridge's own record, then the runtime file, atomically and owner-only."""
-    previous = _read_pid(path)
+    previous = named_pid(path)
     record: dict[str, Any] = {
         **(extra or {}),
         PUBLISHED_FIELD: time.time_ns(),
@@ -184,10 +184,6 @@ def _promote(path: Path) -> None:
 
 def named_pid(path: Path) -> int | None:
     """The pid the runtime file names now (the Blender agents connect to), if any."""
-    return _read_pid(path)
-
-
-def _read_pid(path: Path) -> int | None:
     record = _read_record(path)
     pid = record.get(PID_FIELD) if record is not None else None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None

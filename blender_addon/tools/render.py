@@ -185,25 +185,25 @@ def _result(scene: Any, path: Path, started: float, before: int | None, *, respo
     }
 
 
-def _apply(scene: Any, changes: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted attributes (of the scene, or the preferences); return their previous values for _restore."""
+def _apply(root: Any, changes: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted attributes of `root` (the scene, or the preferences); return their previous values for _restore."""
     saved: dict[str, Any] = {}
     for dotted, value in changes.items():
-        owner, name = _owner(scene, dotted)
+        owner, name = _owner(root, dotted)
         saved.setdefault(dotted, getattr(owner, name))
         setattr(owner, name, value)
     return saved
 
 
-def _restore(scene: Any, saved: dict[str, Any]) -> None:
+def _restore(root: Any, saved: dict[str, Any]) -> None:
     for dotted, value in reversed(list(saved.items())):
-        owner, name = _owner(scene, dotted)
+        owner, name = _owner(root, dotted)
         setattr(owner, name, value)
 
 
-def _owner(scene: Any, dotted: str) -> tuple[Any, str]:
+def _owner(root: Any, dotted: str) -> tuple[Any, str]:
     *path, name = dotted.split(".")
-    owner = scene
+    owner = root
     for part in path:
         owner = getattr(owner, part)
     return owner, name

@@ -179,6 +179,14 @@ def endpoint_url(raw: object, endpoint_path: str = DEFAULT_ENDPOINT_PATH) -> str
     return url
 
 
+def published_fields(path: Path) -> dict[str, object]:
+    """Everything a runtime file says, extras included, or nothing: extras inform, they never decide a state."""
+    try:
+        return _load(path)
+    except LiveEndpointUnavailable:
+        return {}
+
+
 def _load(path: Path) -> dict[str, object]:
     try:
         text = read_small_file(path, MAX_RUNTIME_FILE_BYTES).decode("utf-8")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import http.client
 import json
 import threading
-from urllib.parse import urlsplit
 
-from hermes_blender.client import modern_request
 from hermes_blender.contract.liveness import LiveEndpoint
+from tests.gui.harness import McpLink
 
 SHORT_JOB = "import time\ntime.sleep(0.03)\nresult = {}"
 
@@ -25,22 +24,16 @@ class BusyClient(threading.Thread):
         self.started_work = threading.Event()
 
     def run(self) -> None:
-        parts = urlsplit(self.endpoint.url)
-        assert parts.hostname is not None and parts.port is not None
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-        body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": SHORT_JOB}})
-        headers = {**headers, **self.endpoint.headers()}
-        while True:
-            try:
-                connection.request("POST", parts.path, body, headers)
-                reply = json.loads(connection.getresponse().read())
-            except (OSError, http.client.HTTPException, ValueError):
-                self.ended = "closed"
-                return
-            self.calls += 1
-            if self.calls >= 3:
-                self.started_work.set()
-            result = reply.get("result", {})
-            if result.get("isError") and json.loads(result["content"][0]["text"]).get("state") == "stopped":
-                self.ended = "stopped"
-                return
+        with McpLink(self.endpoint, timeout=30) as link:
+            while True:
+                try:
+                    result = link.call("execute_blender_code", {"code": SHORT_JOB})
+                except (OSError, http.client.HTTPException, ValueError):
+                    self.ended = "closed"
+                    return
+                self.calls += 1
+                if self.calls >= 3:
+                    self.started_work.set()
+                if result.get("isError") and json.loads(result["content"][0]["text"]).get("state") == "stopped":
+                    self.ended = "stopped"
+                    return

@@ -78,6 +78,29 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class McpLink:
+    """One keep-alive HTTP connection to a bridge, posting raw 2026-07-28 `tools/call` requests."""
+
+    def __init__(self, endpoint: LiveEndpoint, timeout: float = 300.0) -> None:
+        parts = urlsplit(endpoint.url)
+        assert parts.hostname is not None
+        self._path = parts.path
+        self._auth = endpoint.headers()
+        self._connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=timeout)
+
+    def call(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The JSON-RPC `result` (raises OSError, HTTPException or ValueError when the bridge is gone)."""
+        body, headers = modern_request("tools/call", {"name": tool, "arguments": arguments or {}})
+        self._connection.request("POST", self._path, body, {**headers, **self._auth})
+        return json.loads(self._connection.getresponse().read())["result"]
+
+    def __enter__(self) -> McpLink:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._connection.close()
+
+
 class GuiBlender:
     """One interactive Blender with a private HOME and user folders, driven from outside."""
 
@@ -169,17 +192,8 @@ class GuiBlender:
 
     def rpc(self, tool: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """One raw `tools/call` over a fresh connection: the whole MCP result, image content included."""
-        endpoint = read_live_endpoint(self.spec)
-        parts = urlsplit(endpoint.url)
-        assert parts.hostname is not None
-        body, headers = modern_request("tools/call", {"name": tool, "arguments": arguments or {}})
-        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
-        try:
-            connection.request("POST", parts.path, body, {**headers, **endpoint.headers()})
-            reply = json.loads(connection.getresponse().read())
-        finally:
-            connection.close()
-        return reply["result"]
+        with McpLink(read_live_endpoint(self.spec)) as link:
+            return link.call(tool, arguments)
 
     def code(self, code: str) -> Any:
         result = self.call("execute_blender_code", {"code": code})

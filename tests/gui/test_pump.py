@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
-from hermes_blender.client import modern_request
 from hermes_blender.contract.liveness import read_live_endpoint
-from tests.gui.harness import ARTIFACTS, GuiBlender
+from tests.gui.harness import ARTIFACTS, GuiBlender, McpLink
 
 STAMP = "import time\nresult = {'t': time.perf_counter()}"
 """perf_counter is CLOCK_MONOTONIC on Linux: one clock for this process and Blender's."""
@@ -28,28 +25,22 @@ def _percentile(samples: list[float], q: float) -> float:
 
 
 def test_pump_latency_and_idle_cost_are_measured_and_logged(gui: GuiBlender) -> None:
-    endpoint = read_live_endpoint(gui.spec)
-    parts = urlsplit(endpoint.url)
-    assert parts.hostname is not None
-    body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": STAMP}})
-    headers = {**headers, **endpoint.headers()}
-    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    link = McpLink(read_live_endpoint(gui.spec), timeout=60)
 
     def call() -> tuple[float, float]:
         """(round trip, wait until Blender's main thread ran the job), in ms."""
         sent = time.perf_counter()
-        connection.request("POST", parts.path, body, headers)
-        reply = json.loads(connection.getresponse().read())
+        result = link.call("execute_blender_code", {"code": STAMP})
         received = time.perf_counter()
-        ran = reply["result"]["structuredContent"]["result"]["t"]
+        ran = result["structuredContent"]["result"]["t"]
         return (received - sent) * 1000, (ran - sent) * 1000
 
-    back_to_back = [call() for _ in range(60)][10:]
-    after_idle = []
-    for _ in range(12):
-        time.sleep(1.2)  # past the pump's warm second: it is on its idle interval now
-        after_idle.append(call())
-    connection.close()
+    with link:
+        back_to_back = [call() for _ in range(60)][10:]
+        after_idle = []
+        for _ in range(12):
+            time.sleep(1.2)  # long enough for the pump to be on its idle interval
+            after_idle.append(call())
     before = _cpu_seconds(gui.pid)  # Blender is busy for some seconds after its start: measured last
     time.sleep(5.0)
     idle_cpu = (_cpu_seconds(gui.pid) - before) / 5.0 * 100
