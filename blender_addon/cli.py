@@ -1,7 +1,8 @@
 """`blender -b [file.blend] --command hermes_bridge [--port N]`: serve until interrupted.
 
-In background mode (and Blender-as-a-module) timers never fire, so this runs the blocking
-pump on the main thread. The headless runner calls `run` directly with the same arguments.
+In background mode (and Blender-as-a-module) timers never fire and nothing else needs the main
+thread, so the bridge serves every connection from it. The headless runner calls `run` directly
+with the same arguments.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def run(argv: list[str]) -> int:
         runtime_file=args.runtime_file,
         allow_code=defaults.allow_code and not args.no_code_execution,
         gui=False,
+        main_thread=True,
     )
     dispatcher = dispatch.Dispatcher()
 
@@ -78,7 +80,7 @@ def run(argv: list[str]) -> int:
     if note := bridge.takeover_note():
         print(f"{COMMAND}: {note}", flush=True)
     try:
-        dispatcher.serve()
+        bridge.serve()
     finally:
         restore()
         service.stop()

@@ -1,17 +1,21 @@
 """The one place where network threads meet bpy.
 
-Network threads only submit jobs; bpy runs on Blender's main thread, driven by one of two
-pumps over the same queue: a persistent `bpy.app.timers` function in the GUI, or a blocking
-loop on the main thread in background mode and Blender-as-a-module (where timers never fire).
+Every job runs on Blender's main thread. In the GUI, connection threads queue jobs for a
+persistent `bpy.app.timers` pump. In background mode and Blender-as-a-module (where timers
+never fire) the main thread serves the connections itself (`inline()`: a job runs in place,
+a watchdog thread interrupts it at its deadline); the blocking queue pump (`serve`) remains
+for hosts that bring their own threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import math
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import bpy
@@ -25,10 +29,12 @@ _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
-    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted")
+    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "deadline")
 
-    def __init__(self, fn: Callable[[], Any]) -> None:
+    def __init__(self, fn: Callable[[], Any], deadline: float = math.inf) -> None:
         self._fn = fn
+        self.deadline = deadline
+        """When a job run in place is interrupted by the watchdog (`time.monotonic()`)."""
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._state = _QUEUED
@@ -49,11 +55,7 @@ class Job:
                         "(a modal operator, a render or a long script). The request was not run; try again."
                     )
             if self.interrupt() and self._done.wait(INTERRUPT_GRACE):
-                raise DispatchTimeout(
-                    f"the request ran longer than {timeout:g} s and was stopped. What it changed before "
-                    "stopping stays: check the scene before repeating it.",
-                    state="interrupted",
-                )
+                raise _ran_too_long(timeout)
             raise DispatchTimeout(
                 f"the request is still running after {timeout:g} s inside Blender's own code (a render or an "
                 "operator cannot be interrupted from Python); its result will be discarded. Check the scene "
@@ -104,8 +106,18 @@ class Job:
                 self._done.set()
 
 
+def _ran_too_long(timeout: float) -> DispatchTimeout:
+    return DispatchTimeout(
+        f"the request ran longer than {timeout:g} s and was stopped. What it changed before "
+        "stopping stays: check the scene before repeating it.",
+        state="interrupted",
+    )
+
+
 INTERRUPT_GRACE = 5.0
 """Seconds an interrupted job gets to unwind before its caller is told it could not be stopped."""
+WATCH_INTERVAL = 0.25
+"""How often the watchdog looks at a job run in place: deadlines are minutes, so this costs no precision."""
 
 
 def _raise_in_thread(thread_id: int, exception: type[BaseException] | None) -> None:
@@ -122,6 +134,55 @@ class Dispatcher:
         self._stop = threading.Event()
         self._closed = False
         self._running: Job | None = None
+        self._inline_thread: int | None = None
+        self._wakers: list[Callable[[], None]] = []
+
+    def call(self, fn: Callable[[], Any], timeout: float) -> Any:
+        """`fn()` run on the main thread: in place on the thread serving `inline()`, else queued for the pump.
+
+        Either way a job past `timeout` is interrupted and its caller told so (DispatchTimeout).
+        """
+        if self._inline_thread != threading.get_ident():
+            return self.submit(fn).wait(timeout)
+        if self._closed:
+            raise BridgeStopped("the bridge is stopping; the request was not run")
+        job = Job(fn, time.monotonic() + timeout)
+        self._run(job)
+        try:
+            return job.wait(0)
+        except JobInterrupted:
+            if self._stop.is_set():
+                raise BridgeStopped(
+                    "the bridge stopped while the request ran; what it changed before stopping stays"
+                ) from None
+            raise _ran_too_long(timeout) from None
+
+    @contextlib.contextmanager
+    def inline(self) -> Iterator[None]:
+        """While inside, jobs that `call` meets on this thread run in place, watched for their deadline."""
+        self._inline_thread = threading.get_ident()
+        done = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(done,), name="hermes-watchdog", daemon=True)
+        watchdog.start()
+        try:
+            yield
+        finally:
+            self._inline_thread = None
+            done.set()
+            watchdog.join()
+
+    def _watch(self, done: threading.Event) -> None:
+        while not done.wait(WATCH_INTERVAL):
+            job = self._running
+            if job is not None and time.monotonic() > job.deadline:
+                job.interrupt()
+
+    def stop_requested(self) -> bool:
+        return self._stop.is_set()
+
+    def on_stop(self, wake: Callable[[], None]) -> None:
+        """Have `request_stop` also call `wake` (which must be safe from a signal handler)."""
+        self._wakers.append(wake)
 
     def submit(self, fn: Callable[[], Any]) -> Job:
         if self._closed:
@@ -186,6 +247,8 @@ class Dispatcher:
         """Ask the blocking pump to return; safe from signal handlers and other threads."""
         self._stop.set()
         self._queue.put(None)
+        for wake in self._wakers:
+            wake()
 
     def close(self) -> None:
         """Refuse new jobs and release everyone waiting on a queued one."""

@@ -24,9 +24,10 @@ from . import dispatch, log
 from .errors import BridgeError, BridgeStopped, DispatchTimeout, PortUnavailable, ToolError, UnknownTool
 from .net import runtime_file
 from .net.auth import Token
-from .net.http import HttpLimits, serve_http_connection
-from .net.lab_protocol import LabSettings, error_envelope, serve_lab_connection
-from .net.listener import TcpListener
+from .net.http import HttpConversation, HttpLimits
+from .net.lab_protocol import LabConversation, LabSettings, error_envelope
+from .net.listener import ThreadedListeners
+from .net.main_loop import MainLoop
 from .net.mcp import McpProtocol, ServerInfo, ToolOutcome, dumps
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.peer import same_user_refusal
@@ -70,6 +71,9 @@ class BridgeConfig:
     """False: execute_blender_code and the Lab listener refuse to run code."""
     gui: bool = False
     """Interactive Blender: the timer pump runs jobs and deferred results are polled; else both are the caller's."""
+    main_thread: bool = False
+    """Background mode: the thread that calls `Bridge.serve` (Blender's main one) serves every connection
+    itself, with no thread per connection and no hand-off; nothing is served until it does."""
     log_file: Path | None = None
     """None: `hermes_bridge/bridge.log` in Blender's user config folder."""
 
@@ -85,14 +89,20 @@ class Bridge:
         self._pid = os.getpid()
         protocol = McpProtocol(self, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
         app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
-        self._listener = TcpListener(
-            LOOPBACK_HOST,
-            config.port,
-            partial(serve_http_connection, app=app, limits=config.http_limits, gate=app.gate),
-            name="hermes-mcp",
-        )
+        self._loop = MainLoop() if config.main_thread else None
+        self._listeners = self._loop or ThreadedListeners()
+        try:
+            self._address = self._listeners.listen(
+                LOOPBACK_HOST,
+                config.port,
+                partial(HttpConversation, app=app, limits=config.http_limits, gate=app.gate),
+                name="hermes-mcp",
+            )
+        except BridgeError:
+            self._listeners.close()
+            raise
         self.url = f"http://{LOOPBACK_HOST}:{self.port}"
-        self._lab: TcpListener | None = None
+        self._lab_address: tuple[str, int] | None = None
         self.lab_error: str | None = None
         if config.lab_port is not None:
             self._start_lab(config.lab_port)
@@ -113,15 +123,15 @@ class Bridge:
             mcp_endpoint=self.endpoint,
         )
         try:
-            self._lab = TcpListener(
-                LOOPBACK_HOST, port, partial(serve_lab_connection, executor=self, settings=settings), name="hermes-lab"
+            self._lab_address = self._listeners.listen(
+                LOOPBACK_HOST, port, partial(LabConversation, executor=self, settings=settings), name="hermes-lab"
             )
         except PortUnavailable as exc:
             self.lab_error = f"Blender Lab listener not started: {exc}"
 
     @property
     def port(self) -> int:
-        return self._listener.address[1]
+        return self._address[1]
 
     @property
     def endpoint(self) -> str:
@@ -129,15 +139,15 @@ class Bridge:
 
     @property
     def lab_address(self) -> str | None:
-        if self._lab is None:
+        if self._lab_address is None:
             return None
-        host, port = self._lab.address
+        host, port = self._lab_address
         return f"{host}:{port}"
 
     @property
     def open_connections(self) -> int:
         """Clients connected right now, on both listeners (shown in the panel)."""
-        return sum(listener.connection_count for listener in (self._listener, self._lab) if listener is not None)
+        return self._listeners.connection_count
 
     @property
     def dispatcher(self) -> dispatch.Dispatcher:
@@ -170,6 +180,15 @@ class Bridge:
             f"To reach this one now: hermes-blender call --pid {self._pid}"
         )
 
+    def serve(self) -> None:
+        """Background mode, on Blender's main thread: serve until the dispatcher is asked to stop."""
+        if self._loop is None:
+            self._dispatcher.serve()
+            return
+        self._dispatcher.on_stop(self._loop.wake)
+        with self._dispatcher.inline():
+            self._loop.serve(self._dispatcher.stop_requested)
+
     def close(self) -> None:
         """Release waiting jobs, stop listening and withdraw the runtime file if it is still ours.
 
@@ -181,9 +200,7 @@ class Bridge:
         runtime_file.withdraw(self.runtime_file, url=self.url, pid=self._pid)
 
     def _stop_listeners(self) -> None:
-        self._listener.stop()
-        if self._lab is not None:
-            self._lab.stop()
+        self._listeners.close()
 
     def _extra_fields(self) -> dict[str, Any]:
         extra: dict[str, Any] = {
@@ -215,8 +232,9 @@ class Bridge:
             return ToolOutcome.error(CODE_DISABLED, state="code_execution_disabled")
         try:
             validate(tool.input_schema, arguments)
-            job = self._dispatcher.submit(partial(_run_tool, tool, arguments, self._config.gui))
-            outcome = job.wait(self._config.job_timeout)
+            outcome = self._dispatcher.call(
+                partial(_run_tool, tool, arguments, self._config.gui), self._config.job_timeout
+            )
             if isinstance(outcome, Deferred):
                 answer = self._poll_deferred(outcome, connected, DEFERRED_LIMIT)
                 if answer is None:  # the client hung up: drop the job, as on the Lab wire
@@ -237,7 +255,7 @@ class Bridge:
         if not self._config.allow_code:
             return error_envelope(CODE_DISABLED)
         try:
-            outcome = self._dispatcher.submit(partial(execute, code, strict_json=strict_json)).wait(LAB_JOB_TIMEOUT)
+            outcome = self._dispatcher.call(partial(execute, code, strict_json=strict_json), LAB_JOB_TIMEOUT)
             if isinstance(outcome, Deferred):
                 return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:
@@ -257,7 +275,7 @@ class Bridge:
             if not connected():
                 return None  # the client left: drop the job, never replay it
             time.sleep(DEFERRED_POLL)
-            answer = self._dispatcher.submit(deferred.poll).wait(LAB_JOB_TIMEOUT)
+            answer = self._dispatcher.call(deferred.poll, LAB_JOB_TIMEOUT)
             if answer is not None:
                 return answer
         raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")

@@ -1,7 +1,7 @@
 """Strict, small HTTP/1.1 framing for the MCP endpoint.
 
 Only what an MCP client needs: Content-Length bodies, keep-alive, and hard limits. Every
-request must arrive whole within a deadline, so a slow or stalled client costs one thread
+request must arrive whole within a deadline, so a slow or stalled client holds one connection
 for a bounded time and never blocks anyone else.
 """
 
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
 
+from .conversation import QUIET, Reply, converse
 from .listener import ConnectionState
 from .loopback import peer_connected, peer_port
 
@@ -96,28 +97,121 @@ Gate = Callable[[Request], Response | None]
 def serve_http_connection(
     conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate | None = None
 ) -> None:
-    """Answer requests on one connection until it closes, errs or asks to close.
+    """Answer requests on one connection, on this thread, until it closes, errs or asks to close."""
+    converse(conn, HttpConversation(conn, state, app, limits, gate))
+
+
+class HttpConversation:
+    """Requests read as they arrive, answered by `app` in order, under the limits and deadlines.
 
     Nothing is buffered for a client that has not authenticated: the gate sees the headers
-    before a byte of the body is read, and a refused connection is closed after its answer.
+    before a byte of the body is taken, and a refused connection is closed after its answer.
     """
-    reader = _Reader(conn)
-    while True:
-        try:
-            request = _read_request(reader, limits, state, gate)
-        except _PeerGone:
-            return
-        except _Reject as rejection:
-            _log_refusal(conn, rejection.response)
-            _send(conn, rejection.response)
-            return
-        response = app(request)
-        response.close = response.close or _wants_close(request) or response.status in _CLOSE_AFTER
-        if response.status in _REFUSALS:
-            _log_refusal(conn, response)
-        _send(conn, response)
-        if response.close:
-            return
+
+    def __init__(
+        self, conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate | None = None
+    ) -> None:
+        self._conn = conn
+        self._state = state
+        self._app = app
+        self._limits = limits
+        self._gate = gate
+        self._buffer = bytearray()
+        self._closed = False
+        self._waiting_since = time.monotonic()
+        self._started: float | None = None
+        """When the current request's first byte came; None while waiting for it."""
+        self._head: tuple[str, str, str, dict[str, str]] | None = None
+        self._length = 0
+        self._scanned = 0  # header bytes already searched for the blank line
+
+    def opened(self) -> Reply:
+        return QUIET
+
+    def received(self, data: bytes) -> Reply:
+        if data:
+            self._buffer += data
+        else:
+            self._closed = True
+        out = bytearray()
+        while True:
+            try:
+                request = self._next_request()
+            except _PeerGone:
+                return Reply(bytes(out), close=True)
+            except _Reject as rejection:
+                _log_refusal(self._conn, rejection.response)
+                return Reply(bytes(out + rejection.response.encode()), close=True)
+            if request is None:
+                return Reply(bytes(out))
+            response = self._app(request)
+            response.close = response.close or _wants_close(request) or response.status in _CLOSE_AFTER
+            if response.status in _REFUSALS:
+                _log_refusal(self._conn, response)
+            out += response.encode()
+            if response.close:
+                return Reply(bytes(out), close=True)
+
+    def deadline(self) -> float:
+        limits = self._limits
+        if self._started is None:  # a stranger gets a few seconds to say anything, a known client longer
+            return self._waiting_since + (limits.idle_timeout if self._state.trusted else limits.first_byte_timeout)
+        if self._head is None:
+            return self._started + min(limits.header_timeout, limits.request_timeout)
+        return self._started + limits.request_timeout
+
+    def expired(self) -> Reply:
+        if self._started is None:
+            return Reply(close=True)  # silent since its last answer: nobody to answer
+        refusal = Response.text(408, "the request was not received in time", close=True)
+        _log_refusal(self._conn, refusal)
+        return Reply(refusal.encode(), close=True)
+
+    def _next_request(self) -> Request | None:
+        """The next whole request, or None until more bytes come; raises what ends the connection."""
+        buffer, limits = self._buffer, self._limits
+        if self._started is None:
+            if not buffer:
+                self._state.idle = True
+                if self._closed:
+                    raise _PeerGone
+                return None
+            self._started = time.monotonic()
+            self._state.idle = False
+        if self._head is None:
+            end = buffer.find(b"\r\n\r\n", self._scanned)
+            if end < 0:
+                if len(buffer) > limits.max_header_bytes:
+                    raise _Reject(Response.text(431, "request headers are too large", close=True))
+                self._scanned = max(0, len(buffer) - 3)
+                return self._truncated() if self._closed else None
+            if end > limits.max_header_bytes:
+                raise _Reject(Response.text(431, "request headers are too large", close=True))
+            head = bytes(buffer[:end])
+            del buffer[: end + 4]
+            self._scanned = 0
+            method, target, version, headers = _parse_head(head)
+            length = _content_length(headers, limits)
+            refusal = self._gate(Request(method, target, version, headers, b"")) if self._gate is not None else None
+            if refusal is not None:
+                refusal.close = True
+                raise _Reject(refusal)
+            self._state.trusted = True
+            self._head, self._length = (method, target, version, headers), length
+        if len(buffer) < self._length:
+            return self._truncated() if self._closed else None
+        method, target, version, headers = self._head
+        body = bytes(buffer[: self._length])
+        del buffer[: self._length]
+        self._head, self._started, self._waiting_since = None, None, time.monotonic()
+        return Request(method, target, version, headers, body, partial(peer_connected, self._conn))
+
+    @staticmethod
+    def _truncated() -> None:
+        """A half-closed client can still read why nothing was done."""
+        raise _Reject(
+            Response.text(400, "the connection closed before the request was complete; nothing was run", close=True)
+        )
 
 
 _REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 505})
@@ -130,75 +224,11 @@ def _log_refusal(conn: socket.socket, response: Response) -> None:
     log.warning("refused HTTP %d from peer port %s: %s", response.status, peer_port(conn), reason)
 
 
-def _send(conn: socket.socket, response: Response) -> None:
-    try:
-        conn.settimeout(30.0)
-        conn.sendall(response.encode())
-    except OSError:
-        pass
-
-
 def _wants_close(request: Request) -> bool:
     connection = (request.header("connection") or "").lower()
     if request.version == "HTTP/1.0":
         return "keep-alive" not in connection
     return "close" in connection
-
-
-class _Reader:
-    def __init__(self, conn: socket.socket) -> None:
-        self.conn = conn
-        self.buffer = bytearray()
-
-    def fill(self, deadline: float) -> None:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError
-        self.conn.settimeout(remaining)
-        chunk = self.conn.recv(65536)
-        if not chunk:
-            raise ConnectionResetError
-        self.buffer += chunk
-
-
-def _read_request(reader: _Reader, limits: HttpLimits, state: ConnectionState, gate: Gate | None) -> Request:
-    if not reader.buffer:  # wait for the first byte of the next request; a stranger gets a few seconds
-        state.idle = True
-        wait = limits.idle_timeout if state.trusted else limits.first_byte_timeout
-        try:
-            reader.fill(time.monotonic() + wait)
-        except OSError as exc:  # TimeoutError is an OSError
-            raise _PeerGone from exc
-    state.idle = False
-    started = time.monotonic()
-    deadline = started + limits.request_timeout
-    try:
-        while (end := reader.buffer.find(b"\r\n\r\n")) < 0:
-            if len(reader.buffer) > limits.max_header_bytes:
-                raise _Reject(Response.text(431, "request headers are too large", close=True))
-            reader.fill(min(deadline, started + limits.header_timeout))
-        if end > limits.max_header_bytes:
-            raise _Reject(Response.text(431, "request headers are too large", close=True))
-        head = bytes(reader.buffer[:end])
-        del reader.buffer[: end + 4]
-        method, target, version, headers = _parse_head(head)
-        length = _content_length(headers, limits)
-        refusal = gate(Request(method, target, version, headers, b"")) if gate is not None else None
-        if refusal is not None:
-            refusal.close = True
-            raise _Reject(refusal)
-        state.trusted = True
-        while len(reader.buffer) < length:
-            reader.fill(deadline)
-    except TimeoutError as exc:
-        raise _Reject(Response.text(408, "the request was not received in time", close=True)) from exc
-    except OSError as exc:  # truncated: a half-closed client can still read why nothing was done
-        raise _Reject(
-            Response.text(400, "the connection closed before the request was complete; nothing was run", close=True)
-        ) from exc
-    body = bytes(reader.buffer[:length])
-    del reader.buffer[:length]
-    return Request(method, target, version, headers, body, partial(peer_connected, reader.conn))
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import socket
 import time
@@ -19,6 +20,7 @@ from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
+from .conversation import QUIET, Reply, converse
 from .listener import ConnectionState
 from .loopback import peer_connected, peer_port
 
@@ -75,19 +77,80 @@ def encode(envelope: dict[str, Any]) -> bytes:
 def serve_lab_connection(
     conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
 ) -> None:
-    try:
-        if settings.token is None and settings.admit is not None and (refusal := settings.admit(conn)):
-            log.warning("refused a Blender Lab connection from peer port %s: %s", peer_port(conn), refusal)
-            raise _Answer(encode(error_envelope(f"Refused: {refusal}")))
-        state.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
-        raw = _read_request(conn, settings)
-        state.idle = False
-        reply = _handle(raw, conn, state, executor, settings)
-    except _Answer as answer:
-        reply = answer.payload
-    if reply:
-        conn.settimeout(30.0)
-        conn.sendall(reply)
+    """Answer the one request of a connection, on this thread."""
+    converse(conn, LabConversation(conn, state, executor, settings))
+
+
+class LabConversation:
+    """Admission at once, then one request read to its NUL (or its framing refused), answered, closed."""
+
+    def __init__(self, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings):
+        self._conn = conn
+        self._state = state
+        self._executor = executor
+        self._settings = settings
+        self._incoming = _Incoming()
+        now = time.monotonic()
+        self._deadline = now + settings.request_timeout
+        self._grace_ends = now + _FOREIGN_JSON_GRACE
+        """When a silence after the last bytes makes a whole bare JSON object another protocol's request."""
+
+    def opened(self) -> Reply:
+        settings = self._settings
+        if settings.token is None and settings.admit is not None and (refusal := settings.admit(self._conn)):
+            log.warning("refused a Blender Lab connection from peer port %s: %s", peer_port(self._conn), refusal)
+            return Reply(encode(error_envelope(f"Refused: {refusal}")), close=True)
+        self._state.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
+        return QUIET
+
+    def received(self, data: bytes) -> Reply:
+        try:
+            raw = self._request(data)
+            if raw is None:
+                return QUIET
+            self._state.idle = False
+            reply = _handle(raw, self._conn, self._state, self._executor, self._settings)
+        except _Answer as answer:
+            reply = answer.payload
+        return Reply(reply, close=True)
+
+    def deadline(self) -> float:
+        return min(self._deadline, self._grace_ends)
+
+    def expired(self) -> Reply:
+        now = time.monotonic()
+        if now >= self._deadline:
+            return Reply(encode(error_envelope("Client timed out")), close=True)
+        if now >= self._grace_ends:
+            self._grace_ends = math.inf  # until more bytes come
+            if self._incoming.bare_json_waiting():
+                return Reply(encode(error_envelope(_BARE_JSON)), close=True)
+        return QUIET
+
+    def _request(self, data: bytes) -> bytes | None:
+        """The request once its NUL (or the client's close) ends it; None while it may still grow."""
+        incoming, settings = self._incoming, self._settings
+        if data:
+            incoming.buffer += data
+            self._grace_ends = time.monotonic() + _FOREIGN_JSON_GRACE
+        end = incoming.nul()
+        if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
+            raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
+        if end >= 0:
+            return bytes(incoming.buffer[:end])
+        if not data:
+            if incoming.first() is not None:
+                return bytes(incoming.buffer)  # the client closed its side: take what it sent as the request
+            raise _Answer(b"")
+        if not incoming.json_framed:
+            incoming.json_framed = _framing_is_json(incoming, settings)
+        return None
+
+
+_BARE_JSON = (
+    "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
+    "(the blender-mcp community add-on's protocol) is not spoken here; two bridges may share this port"
+)
 
 
 def _handle(
@@ -164,41 +227,6 @@ class _Incoming:
 
 _BLANK = b" \t\n\r\x0b\x0c"  # what bytes.strip() strips: a request of only these asks nothing
 _NOT_BLANK = re.compile(rb"[^ \t\n\r\x0b\x0c]")
-
-
-def _read_request(conn: socket.socket, settings: LabSettings) -> bytes:
-    incoming = _Incoming()
-    deadline = time.monotonic() + settings.request_timeout
-    while True:
-        end = incoming.nul()
-        if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
-            raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
-        if end >= 0:
-            return bytes(incoming.buffer[:end])
-        if not incoming.json_framed:
-            incoming.json_framed = _framing_is_json(incoming, settings)
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise _Answer(encode(error_envelope("Client timed out")))
-        conn.settimeout(min(remaining, _FOREIGN_JSON_GRACE))
-        try:
-            chunk = conn.recv(65536)
-        except TimeoutError:
-            if incoming.bare_json_waiting():
-                raise _Answer(
-                    encode(
-                        error_envelope(
-                            "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
-                            "(the blender-mcp community add-on's protocol) is not spoken here; two bridges may share this port"
-                        )
-                    )
-                ) from None
-            continue
-        if not chunk:
-            if incoming.first() is not None:
-                return bytes(incoming.buffer)  # the client closed its side: take what it sent as the request
-            raise _Answer(b"")
-        incoming.buffer += chunk
 
 
 def _framing_is_json(incoming: _Incoming, settings: LabSettings) -> bool:

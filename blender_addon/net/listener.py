@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .conversation import Conversation, converse
 from .loopback import bind_loopback
 
 log = logging.getLogger("hermes_bridge.net")
@@ -45,6 +46,7 @@ class ConnectionState:
 
 
 ConnectionHandler = Callable[[socket.socket, ConnectionState], None]
+ConversationFactory = Callable[[socket.socket, ConnectionState], Conversation]
 
 
 def default_max_connections() -> int:
@@ -180,16 +182,9 @@ class TcpListener:
 
     def _make_room(self) -> socket.socket | None:
         """At the cap: forget the oldest connection that proved nothing or sits idle (lock held)."""
-        if len(self._connections) < self._max_connections:
-            return None
-        candidates = [(state.opened, conn) for conn, (_, state) in self._connections.items() if state.evictable]
-        if not candidates:
-            return None
-        _, victim = min(candidates, key=lambda item: item[0])
-        del self._connections[victim]
-        log.warning(
-            "connection cap (%d) reached: closed the oldest idle or unauthenticated connection", self._max_connections
-        )
+        victim = room_for_one({conn: state for conn, (_, state) in self._connections.items()}, self._max_connections)
+        if victim is not None:
+            del self._connections[victim]
         return victim
 
     def _serve(self, conn: socket.socket, state: ConnectionState) -> None:
@@ -202,6 +197,38 @@ class TcpListener:
                 self._connections.pop(conn, None)
             _shutdown(conn)
             conn.close()
+
+
+def room_for_one(connections: dict[socket.socket, ConnectionState], cap: int) -> socket.socket | None:
+    """The connection to close so a new one fits under `cap`: the oldest that proved nothing or sits idle."""
+    if len(connections) < cap:
+        return None
+    candidates = [(state.opened, conn) for conn, state in connections.items() if state.evictable]
+    if not candidates:
+        return None
+    log.warning("connection cap (%d) reached: closed the oldest idle or unauthenticated connection", cap)
+    return min(candidates, key=lambda item: item[0])[1]
+
+
+class ThreadedListeners:
+    """Listeners that serve each connection on a thread of its own: the GUI's way, where Blender's main
+    thread belongs to the interface and jobs reach it through the dispatcher's timer."""
+
+    def __init__(self) -> None:
+        self._listeners: list[TcpListener] = []
+
+    def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
+        listener = TcpListener(host, port, lambda conn, state: converse(conn, conversation(conn, state)), name=name)
+        self._listeners.append(listener)
+        return listener.address
+
+    @property
+    def connection_count(self) -> int:
+        return sum(listener.connection_count for listener in self._listeners)
+
+    def close(self) -> None:
+        for listener in self._listeners:
+            listener.stop()
 
 
 def backoff(failures: int) -> float:

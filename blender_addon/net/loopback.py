@@ -85,12 +85,13 @@ def peer_port(conn: socket.socket) -> int | str:
 def peer_connected(conn: socket.socket) -> bool:
     """Whether the client is still there (it sends nothing more, so EOF means it left)."""
     try:
+        previous = conn.gettimeout()  # the main-thread loop's sockets stay non-blocking
         conn.setblocking(False)
         try:
             return conn.recv(1, socket.MSG_PEEK) != b""
         except BlockingIOError:
             return True
         finally:
-            conn.setblocking(True)
+            conn.settimeout(previous)
     except OSError:
         return False

@@ -44,8 +44,8 @@ def factory_scene(addon: ModuleType) -> None:
     bpy.ops.wm.read_homefile(use_factory_startup=True)
 
 
-def serve_while(dispatcher: Any, client: Callable[[], Any]) -> Any:
-    """Run `client` on a thread while this (main) thread pumps jobs, as background Blender does."""
+def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], None] | None = None) -> Any:
+    """Run `client` on a thread while this (main) thread pumps jobs (or runs `serve`, e.g. a bridge's main loop)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -58,7 +58,10 @@ def serve_while(dispatcher: Any, client: Callable[[], Any]) -> Any:
 
     thread = threading.Thread(target=target)
     thread.start()
-    dispatcher.serve(poll=0.05)
+    if serve is None:
+        dispatcher.serve(poll=0.05)
+    else:
+        serve()
     thread.join()
     if "error" in box:
         raise box["error"]

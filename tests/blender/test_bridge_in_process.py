@@ -131,16 +131,43 @@ def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_hold
     ] * 4
 
 
+@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
 def test_a_runaway_script_is_stopped_at_its_deadline_and_the_bridge_keeps_serving(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, main_thread: bool
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1))
+    """On the main loop nobody waits on another thread: the watchdog interrupts the job in place."""
+    config = service.BridgeConfig(
+        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, main_thread=main_thread
+    )
+    bridge = service.start(config)
     loop = "while True:\n    pass"
 
     def ask() -> tuple[dict, dict]:
         return _call(bridge, "execute_blender_code", {"code": loop}), _call(bridge, "get_objects_summary")
 
-    runaway, after = serve_while(bridge.dispatcher, ask)
+    runaway, after = serve_while(bridge.dispatcher, ask, bridge.serve)
     error = json.loads(runaway["content"][0]["text"])
     assert runaway["isError"] is True and "was stopped" in error["error"] and error["state"] == "interrupted"
     assert after["isError"] is False
+
+
+def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    """What Ctrl+C or SIGTERM does to `blender -b --command hermes_bridge` while a script runs."""
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    dispatcher = bridge.dispatcher
+
+    def stop_now() -> None:
+        dispatcher.request_stop()
+        dispatcher.interrupt_running()
+
+    def ask() -> dict:
+        threading.Timer(0.5, stop_now).start()
+        return _call(bridge, "execute_blender_code", {"code": "import time\nwhile True:\n    time.sleep(0.01)"})
+
+    result = serve_while(dispatcher, ask, bridge.serve)
+    error = json.loads(result["content"][0]["text"])
+    assert (
+        result["isError"] is True and error["state"] == "stopped" and "stopped while the request ran" in error["error"]
+    )

@@ -10,6 +10,7 @@ from types import ModuleType
 from typing import Any
 
 import psutil
+import pytest
 
 from .conftest import serve_while
 
@@ -39,14 +40,18 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
     assert after["status"] == "ok"
 
 
-def test_two_hundred_start_stop_cycles_leak_no_threads_sockets_or_files(service: ModuleType, tmp_path: Path) -> None:
+@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+def test_two_hundred_start_stop_cycles_leak_no_threads_sockets_or_files(
+    service: ModuleType, tmp_path: Path, main_thread: bool
+) -> None:
     process = psutil.Process()
     runtime_file = tmp_path / "server.json"
-    warm = service.start(service.BridgeConfig(runtime_file=runtime_file, lab_port=0))
+    config = service.BridgeConfig(runtime_file=runtime_file, lab_port=0, main_thread=main_thread)
+    warm = service.start(config)
     service.stop()
     threads, fds, connections = threading.active_count(), process.num_fds(), len(process.net_connections())
     for _ in range(200):
-        bridge = service.start(service.BridgeConfig(runtime_file=runtime_file, lab_port=0))
+        bridge = service.start(config)
         assert runtime_file.exists() and bridge.lab_address is not None
         service.stop()
         assert not runtime_file.exists()

@@ -14,11 +14,12 @@ import pytest
 
 from blender_addon.errors import UnknownTool
 from blender_addon.net.auth import Token
-from blender_addon.net.http import HttpLimits, serve_http_connection
-from blender_addon.net.listener import TcpListener
+from blender_addon.net.http import HttpConversation, HttpLimits
 from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
 from blender_addon.net.mcp_http import McpHttpApp
 from blender_addon.net.sessions import SessionStore
+
+from .drivers import DRIVERS, Served
 
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
@@ -49,7 +50,7 @@ class Endpoint:
     port: int
     token: Token
     tools: FakeTools
-    listener: TcpListener
+    listener: Served
     sessions: SessionStore
 
     @property
@@ -104,34 +105,40 @@ def modern_headers(method: str, params: dict[str, Any]) -> dict[str, str]:
 
 
 def start_endpoint(
-    limits: HttpLimits = HttpLimits(), sessions: SessionStore | None = None, max_connections: int | None = None
+    limits: HttpLimits = HttpLimits(),
+    sessions: SessionStore | None = None,
+    max_connections: int | None = None,
+    driver: str = "threads",
 ) -> Endpoint:
     token = Token.generate()
     tools = FakeTools()
     sessions = sessions or SessionStore()
-    holder: dict[str, TcpListener] = {}
+    holder: dict[str, Served] = {}
     app = McpHttpApp(McpProtocol(tools, ServerInfo("test", "0", "hi")), token, lambda: holder["l"].address[1], sessions)
-    listener = TcpListener(
-        "127.0.0.1",
-        0,
-        partial(serve_http_connection, app=app, limits=limits, gate=app.gate),
-        name="test",
-        max_connections=max_connections,
+    served = Served(
+        driver, partial(HttpConversation, app=app, limits=limits, gate=app.gate), max_connections=max_connections
     )
-    holder["l"] = listener
-    return Endpoint(listener.address[1], token, tools, listener, sessions)
+    holder["l"] = served
+    return Endpoint(served.address[1], token, tools, served, sessions)
+
+
+@pytest.fixture(params=DRIVERS)
+def driver(request: pytest.FixtureRequest) -> str:
+    return request.param
 
 
 @pytest.fixture
-def endpoint() -> Iterator[Endpoint]:
-    ep = start_endpoint()
+def endpoint(driver: str) -> Iterator[Endpoint]:
+    ep = start_endpoint(driver=driver)
     yield ep
     ep.listener.stop()
 
 
 @pytest.fixture
-def strict_endpoint() -> Iterator[Endpoint]:
+def strict_endpoint(driver: str) -> Iterator[Endpoint]:
     """Small limits so oversize and slow-client rules are quick to reach."""
-    ep = start_endpoint(HttpLimits(max_body_bytes=1024, max_header_bytes=2048, request_timeout=0.5, idle_timeout=5))
+    ep = start_endpoint(
+        HttpLimits(max_body_bytes=1024, max_header_bytes=2048, request_timeout=0.5, idle_timeout=5), driver=driver
+    )
     yield ep
     ep.listener.stop()

@@ -12,10 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from blender_addon.jsontext import RawJson, dumps, encode
-from blender_addon.net.lab_protocol import LabSettings, _Incoming, serve_lab_connection
-from blender_addon.net.listener import TcpListener
+from blender_addon.net.lab_protocol import LabConversation, LabSettings, _Incoming
 
 from .conftest import MODERN_META, modern_headers, start_endpoint
+from .drivers import Served
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 json_values = st.recursive(
@@ -27,7 +27,8 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
-ENDPOINT = start_endpoint()
+ENDPOINT = start_endpoint(driver="main-loop")
+"""Fuzzed through the main-thread loop; every example-based test in this folder runs under both drivers."""
 
 
 def _exchange(port: int, data: bytes, *, half_close: bool = True) -> bytes:
@@ -89,12 +90,7 @@ class _EchoExecutor:
         return {"status": "ok", "result": {"length": len(code)}}
 
 
-LAB = TcpListener(
-    "127.0.0.1",
-    0,
-    partial(serve_lab_connection, executor=_EchoExecutor(), settings=LabSettings(request_timeout=2.0)),
-    name="fuzz-lab",
-)
+LAB = Served("main-loop", partial(LabConversation, executor=_EchoExecutor(), settings=LabSettings(request_timeout=2.0)))
 
 
 @FUZZ
@@ -176,14 +172,12 @@ def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500() -> N
     _serving()
 
 
-def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection() -> None:
+def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection(driver: str) -> None:
     class Surrogate:
         def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
             return {"status": "ok", "result": {"name": "\udce9"}}
 
-    lab = TcpListener(
-        "127.0.0.1", 0, partial(serve_lab_connection, executor=Surrogate(), settings=LabSettings()), name="t"
-    )
+    lab = Served(driver, partial(LabConversation, executor=Surrogate(), settings=LabSettings()))
     try:
         reply = _exchange(lab.address[1], b'{"type":"execute","code":"x","strict_json":true}\0', half_close=False)
     finally:

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 
-from blender_addon.net.lab_protocol import LabSettings, serve_lab_connection
-from blender_addon.net.listener import TcpListener
+from blender_addon.net.lab_protocol import LabConversation, LabSettings
 from blender_addon.net.peer import PeerHost, peer_is_same_user, same_user_refusal
 from tests.other_user import AS_NOBODY, ask_lab, needs_another_user
+
+from .drivers import Served
 
 OURS = ("127.0.0.1", 9876)
 THEIRS = ("127.0.0.1", 51234)
@@ -79,14 +80,13 @@ class _Echo:
         return {"status": "ok", "result": {"ran": code}}
 
 
-def _lab(admit: Any) -> TcpListener:
-    settings = LabSettings(admit=admit)
-    return TcpListener("127.0.0.1", 0, partial(serve_lab_connection, executor=_Echo(), settings=settings), name="t")
+def _lab(admit: Any, driver: str) -> Served:
+    return Served(driver, partial(LabConversation, executor=_Echo(), settings=LabSettings(admit=admit)))
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the real check needs Linux's /proc")
-def test_a_real_process_of_this_user_runs_code(tmp_path: Path) -> None:
-    listener = _lab(same_user_refusal)
+def test_a_real_process_of_this_user_runs_code(tmp_path: Path, driver: str) -> None:
+    listener = _lab(same_user_refusal, driver)
     try:
         assert ask_lab(listener.address[1]) == {"status": "ok", "result": {"ran": "result = {}"}}
     finally:
@@ -94,8 +94,8 @@ def test_a_real_process_of_this_user_runs_code(tmp_path: Path) -> None:
 
 
 @needs_another_user
-def test_a_real_process_of_another_user_is_refused_before_it_can_send_code() -> None:
-    listener = _lab(same_user_refusal)
+def test_a_real_process_of_another_user_is_refused_before_it_can_send_code(driver: str) -> None:
+    listener = _lab(same_user_refusal, driver)
     try:
         answer = ask_lab(listener.address[1], as_user=AS_NOBODY)
     finally:

@@ -21,9 +21,9 @@ CAP = 6
 
 
 @pytest.fixture
-def small() -> Iterator[Endpoint]:
+def small(driver: str) -> Iterator[Endpoint]:
     """A cap of six connections, patient idle timeouts (so only eviction can free a slot)."""
-    endpoint = start_endpoint(HttpLimits(first_byte_timeout=30, header_timeout=30), max_connections=CAP)
+    endpoint = start_endpoint(HttpLimits(first_byte_timeout=30, header_timeout=30), max_connections=CAP, driver=driver)
     yield endpoint
     endpoint.listener.stop()
 
@@ -40,8 +40,8 @@ def _served(endpoint: Endpoint) -> bool:
     return status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
 
 
-def test_a_stranger_that_sends_nothing_is_closed_after_the_first_byte_timeout() -> None:
-    endpoint = start_endpoint(HttpLimits(first_byte_timeout=0.2))
+def test_a_stranger_that_sends_nothing_is_closed_after_the_first_byte_timeout(driver: str) -> None:
+    endpoint = start_endpoint(HttpLimits(first_byte_timeout=0.2), driver=driver)
     try:
         with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
             assert sock.recv(1) == b""  # closed by the bridge, long before the socket's own 10 s
@@ -49,8 +49,8 @@ def test_a_stranger_that_sends_nothing_is_closed_after_the_first_byte_timeout() 
         endpoint.listener.stop()
 
 
-def test_a_stranger_that_dribbles_its_headers_gets_408() -> None:
-    endpoint = start_endpoint(HttpLimits(header_timeout=0.2))
+def test_a_stranger_that_dribbles_its_headers_gets_408(driver: str) -> None:
+    endpoint = start_endpoint(HttpLimits(header_timeout=0.2), driver=driver)
     try:
         with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
             sock.sendall(b"POST /mcp HTTP/1.1\r\n")  # and never the rest

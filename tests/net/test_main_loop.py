@@ -1,0 +1,141 @@
+"""The main-thread loop: one thread serves everyone, so nothing one client does may hold it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+from blender_addon.net.conversation import QUIET, Reply
+from blender_addon.net.listener import ConnectionState, backoff
+
+from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
+from .drivers import Served
+
+
+@pytest.fixture
+def big_endpoint(driver: str) -> Iterator[Endpoint]:
+    endpoint = start_endpoint(driver=driver)
+    yield endpoint
+    endpoint.listener.stop()
+
+
+def _served(endpoint: Endpoint) -> bool:
+    status, _, body = endpoint.rpc("tools/call", {"name": "echo", "arguments": {"ok": True}})
+    return status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
+
+
+def test_a_client_that_never_reads_its_large_answer_holds_up_nobody(big_endpoint: Endpoint) -> None:
+    """About 16 MB of answer (the echo twice), far more than loopback's socket buffers take at once."""
+    params = {"name": "echo", "arguments": {"pad": "x" * 8_000_000}, "_meta": MODERN_META}
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
+    headers = big_endpoint.headers(**modern_headers("tools/call", params), Content_Length=str(len(body)))
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    with socket.socket() as sleeper:
+        sleeper.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting, or autotuning takes 16 MB
+        sleeper.settimeout(10)
+        sleeper.connect(("127.0.0.1", big_endpoint.port))
+        sleeper.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+        assert sleeper.recv(12) == b"HTTP/1.1 200"  # its answer has begun; it reads no more of it
+        assert _served(big_endpoint)
+
+
+class _Exploding:
+    """A conversation with a bug: it raises on the first bytes it is given."""
+
+    def __init__(self, conn: socket.socket, state: ConnectionState) -> None:
+        self._conn = conn
+
+    def opened(self) -> Reply:
+        return QUIET
+
+    def received(self, data: bytes) -> Reply:
+        if data.startswith(b"boom"):
+            raise RuntimeError("a bug in a conversation")
+        return Reply(b"ok:" + data, close=True)
+
+    def deadline(self) -> float:
+        return float("inf")
+
+    def expired(self) -> Reply:
+        return QUIET
+
+
+def _ask(port: int, data: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_a_conversation_that_raises_is_closed_and_the_loop_serves_on(caplog: pytest.LogCaptureFixture) -> None:
+    served = Served("main-loop", _Exploding)
+    try:
+        assert _ask(served.address[1], b"boom") == b""
+        assert _ask(served.address[1], b"hello") == b"ok:hello"
+    finally:
+        served.stop()
+    assert "the bridge goes on serving" in caplog.text
+
+
+def test_accept_failures_pause_the_listener_and_the_loop_recovers() -> None:
+    """Out of descriptors (a real EMFILE in a child process): the listener rests longer each time, then serves."""
+    child = """
+import logging, os, resource, threading
+from blender_addon.net.conversation import Reply
+from blender_addon.net.main_loop import MainLoop
+pauses, enough = [], threading.Event()
+class Note(logging.Handler):
+    def emit(self, record):
+        if "retrying in" in record.getMessage():
+            pauses.append(record.args[-1])
+            if len(pauses) >= 5:
+                enough.set()
+logging.getLogger("hermes_bridge.net").addHandler(Note())
+class Hello:
+    def __init__(self, conn, state): pass
+    def opened(self): return Reply(b"hello", close=True)
+    def received(self, data): return Reply(close=True)
+    def deadline(self): return float("inf")
+    def expired(self): return Reply(close=True)
+loop = MainLoop()
+port = loop.listen("127.0.0.1", 0, Hello, name="t")[1]
+stopping = threading.Event()
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1, hard))
+held = []
+try:
+    while True:
+        held.append(os.open(os.devnull, os.O_RDONLY))  # fill every free descriptor below the limit
+except OSError:
+    pass
+serving = threading.Thread(target=loop.serve, args=(stopping.is_set,))
+serving.start()
+print(port, flush=True)
+enough.wait(10)
+for fd in held:
+    os.close(fd)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+print(repr(pauses[:5]), flush=True)
+input()
+stopping.set()
+loop.wake()
+serving.join()
+"""
+    with subprocess.Popen(
+        [sys.executable, "-c", child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as process:
+        assert process.stdout is not None and process.stdin is not None
+        port = int(process.stdout.readline())
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as queued:  # accepting it needs a descriptor
+            pauses = process.stdout.readline()
+            assert queued.recv(16) == b"hello"  # accepted once descriptors were free again
+        process.stdin.write("\n")
+        process.stdin.flush()
+    assert pauses.strip() == repr([backoff(n) for n in range(1, 6)])
