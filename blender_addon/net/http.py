@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from http import HTTPStatus
 
-from .conversation import QUIET, Reply, converse
+from .conversation import QUIET, Reply
 from .listener import ConnectionState
 from .loopback import peer_connected, peer_port
 
@@ -94,13 +94,6 @@ Gate = Callable[[Request], Response | None]
 """Decides from the request line and headers alone (the body is empty): a refusal, or None to go on."""
 
 
-def serve_http_connection(
-    conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate | None = None
-) -> None:
-    """Answer requests on one connection, on this thread, until it closes, errs or asks to close."""
-    converse(conn, HttpConversation(conn, state, app, limits, gate))
-
-
 class HttpConversation:
     """Requests read as they arrive, answered by `app` in order, under the limits and deadlines.
 
@@ -108,9 +101,7 @@ class HttpConversation:
     before a byte of the body is taken, and a refused connection is closed after its answer.
     """
 
-    def __init__(
-        self, conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate | None = None
-    ) -> None:
+    def __init__(self, conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate) -> None:
         self._conn = conn
         self._state = state
         self._app = app
@@ -192,7 +183,7 @@ class HttpConversation:
             self._scanned = 0
             method, target, version, headers = _parse_head(head)
             length = _content_length(headers, limits)
-            refusal = self._gate(Request(method, target, version, headers, b"")) if self._gate is not None else None
+            refusal = self._gate(Request(method, target, version, headers, b""))
             if refusal is not None:
                 refusal.close = True
                 raise _Reject(refusal)

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
-from .conversation import QUIET, Reply, converse
+from .conversation import QUIET, Reply
 from .listener import ConnectionState
 from .loopback import peer_connected, peer_port
 
@@ -72,13 +72,6 @@ def error_envelope(message: str) -> dict[str, Any]:
 
 def encode(envelope: dict[str, Any]) -> bytes:
     return encode_json(envelope) + b"\0"
-
-
-def serve_lab_connection(
-    conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
-) -> None:
-    """Answer the one request of a connection, on this thread."""
-    converse(conn, LabConversation(conn, state, executor, settings))
 
 
 class LabConversation:

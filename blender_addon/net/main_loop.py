@@ -97,17 +97,12 @@ class MainLoop:
             timeout = None if nearest == math.inf else max(0.0, nearest - time.monotonic())
             for key, events in self._selector.select(timeout):
                 target = key.data
-                try:
-                    if target is None:
-                        self._drain_wake()
-                    elif isinstance(target, _Listening):
-                        self._accept(target)
-                    elif target.sock in self._connections:  # not closed by an earlier event of this turn
-                        self._flush(target) if events & selectors.EVENT_WRITE else self._read(target)
-                except Exception:  # a bug in one conversation must not end the service for everyone
-                    log.exception("a connection failed unexpectedly; it was closed and the bridge goes on serving")
-                    if isinstance(target, _Connection):
-                        self._drop(target)
+                if target is None:
+                    self._drain_wake()
+                elif isinstance(target, _Listening):
+                    self._accept(target)
+                elif target.sock in self._connections:  # not closed by an earlier event of this turn
+                    self._step(target, self._flush if events & selectors.EVENT_WRITE else self._read)
 
     def close(self) -> None:
         """Close every socket. Idempotent; an answer still in a buffer gets one last chance to go."""
@@ -153,18 +148,30 @@ class MainLoop:
         except OSError:  # the client already left
             conn.close()
             return
-        states = {sock: connection.state for sock, connection in self._connections.items()}
-        victim = room_for_one(states, self._max_connections)
-        if victim is not None:
-            self._drop(self._connections[victim])
         if len(self._connections) >= self._max_connections:
-            conn.close()
-            return
+            states = {sock: connection.state for sock, connection in self._connections.items()}
+            victim = room_for_one(states, self._max_connections)
+            if victim is None:
+                conn.close()
+                return
+            self._drop(self._connections[victim])
         state = ConnectionState()
         connection = _Connection(conn, listening.conversation(conn, state), state)
         self._connections[conn] = connection
         self._selector.register(conn, selectors.EVENT_READ, connection)
+        self._step(connection, self._open)
+
+    def _step(self, connection: _Connection, step: Callable[[_Connection], None]) -> None:
+        try:
+            step(connection)
+        except Exception:  # a bug in one conversation must not end the service for everyone
+            log.exception("a connection failed unexpectedly; it was closed and the bridge goes on serving")
+            self._drop(connection)
+
+    def _open(self, connection: _Connection) -> None:
         self._deliver(connection, connection.conversation.opened())
+        if connection.sock in self._connections and connection.writing_until is None:
+            self._read(connection)  # a client usually sends as soon as it connects: spare it a turn of the loop
 
     def _read(self, connection: _Connection) -> None:
         try:

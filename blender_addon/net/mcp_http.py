@@ -95,9 +95,7 @@ class McpHttpApp:
         return None
 
     def __call__(self, request: Request) -> Response:
-        refusal = self.gate(request)
-        if refusal is not None:
-            return refusal
+        """A request that passed `gate` (the transport calls it before reading the body)."""
         if request.method == "DELETE":
             return self._end_session(request)
         if request.method != "POST":

@@ -111,15 +111,15 @@ class _Capture:
     def __init__(self) -> None:
         self.out = io.StringIO()
         self.err = io.StringIO()
-        self._stack = contextlib.ExitStack()
+        self._saved: tuple[TextIO, TextIO] = (sys.stdout, sys.stderr)
 
     def __enter__(self) -> _Capture:
-        self._stack.enter_context(contextlib.redirect_stdout(_Tee(self.out, sys.stdout)))
-        self._stack.enter_context(contextlib.redirect_stderr(_Tee(self.err, sys.stderr)))
+        self._saved = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(self.out, self._saved[0]), _Tee(self.err, self._saved[1])
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stack.close()
+        sys.stdout, sys.stderr = self._saved
 
     def envelope(self, *, result: RawJson | None = None, error: str | None = None) -> Envelope:
         envelope: Envelope = (
