@@ -37,6 +37,7 @@ from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 
 SUMMARY, SUMMARY_HEADERS = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
+DISCOVER = modern_request("server/discover", {})
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -422,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
             measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
             link = KeepAlive(port, headers)
             measure("MCP tools/call get_objects_summary, keep-alive HTTP", http, lambda: link.post("/mcp", SUMMARY))
+            # The same transport and envelope without a tool: what HTTP, auth and JSON-RPC cost apart from bpy.
+            measure("MCP server/discover (no tool), keep-alive HTTP", http, lambda: link.post("/mcp", *DISCOVER))
             latency["MCP get_objects_summary, official client, 2026-07-28"] = official_client_calls(
                 runtime_file, "2026-07-28", n // 4
             )

@@ -17,6 +17,7 @@ import logging
 import math
 import selectors
 import socket
+import sys
 import time
 from collections.abc import Callable
 
@@ -28,6 +29,9 @@ log = logging.getLogger("hermes_bridge.net")
 
 ACCEPT_BATCH = 16
 """Connections taken from one listener per turn, so a flood of them never starves those already in."""
+LONGEST_WAIT = 0.5 if sys.platform == "win32" else math.inf
+"""Windows does not interrupt `select` for Ctrl+C, so the signal handler (which wakes the loop) only runs
+once the wait ends: there the loop never waits longer than this."""
 
 
 class _Listening:
@@ -93,8 +97,8 @@ class MainLoop:
     def serve(self, stop_requested: Callable[[], bool]) -> None:
         """Serve until `stop_requested()` is true; call `wake` after making it true."""
         while not stop_requested():
-            nearest = self._expire()
-            timeout = None if nearest == math.inf else max(0.0, nearest - time.monotonic())
+            wait = min(self._expire() - time.monotonic(), LONGEST_WAIT)
+            timeout = None if wait == math.inf else max(0.0, wait)
             for key, events in self._selector.select(timeout):
                 target = key.data
                 if target is None:

@@ -171,3 +171,23 @@ def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
     assert (
         result["isError"] is True and error["state"] == "stopped" and "stopped while the request ran" in error["error"]
     )
+
+
+def test_on_the_main_loop_a_request_that_comes_during_another_waits_its_turn(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    log = "import bpy\norder = bpy.app.driver_namespace.setdefault('hermes_test_order', [])\n"
+    slow = log + "order.clear()\nimport time\ntime.sleep(1.0)\norder.append('slow')"
+    second = log + "order.append('second')\nresult = {'order': list(order)}"
+
+    def ask() -> dict:
+        first = threading.Thread(target=_call, args=(bridge, "execute_blender_code", {"code": slow}))
+        first.start()
+        time.sleep(0.3)  # the slow one is running on the main loop now
+        answer = _call(bridge, "execute_blender_code", {"code": second})
+        first.join()
+        return answer
+
+    answer = serve_while(bridge.dispatcher, ask, bridge.serve)
+    assert answer["structuredContent"]["result"] == {"order": ["slow", "second"]}
