@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import http.client
+import itertools
 import json
 import os
 import platform
@@ -419,6 +420,11 @@ def main(argv: list[str] | None = None) -> int:
             lab_port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
             headers = endpoint.headers()
             measure("Lab execute (result = {})", tcp, lambda: lab_exchange(lab_port, lab_payload))
+            # Agent-written code is new each time, so the add-on's compile cache never helps it: measured apart.
+            fresh = (
+                b'{"type":"execute","code":"result = {}  # %d","strict_json":true}\0' % n for n in itertools.count()
+            )
+            measure("Lab execute (result = {}, new code each call)", tcp, lambda: lab_exchange(lab_port, next(fresh)))
             summary_code = "import bpy\nresult = {'names': sorted(o.name for o in bpy.context.scene.objects)}"
             measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
             link = KeepAlive(port, headers)

@@ -108,9 +108,8 @@ def _sock_diag_uid(ours: Address, theirs: Address) -> int | None:
         )
         body = struct.pack("=BBBBI", socket.AF_INET, socket.IPPROTO_TCP, 0, 0, 0xFFFFFFFF) + request_id
         with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, _NETLINK_SOCK_DIAG) as diag:
-            diag.settimeout(1.0)
             diag.send(struct.pack("=IHHII", 16 + len(body), _SOCK_DIAG_BY_FAMILY, 1, 1, 0) + body)  # 1: request
-            reply = diag.recv(8192)
+            reply = diag.recv(8192, socket.MSG_DONTWAIT)  # the kernel answers within send(): never a wait
     except (OSError, AttributeError):  # no netlink here (or not Linux): the caller reads /proc instead
         return None
     if len(reply) < 84 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:

@@ -8,12 +8,14 @@ calls that would end or reset Blender itself, so a mistaken script cannot take t
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import json
 import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from types import CodeType
 from typing import Any, TextIO
 
 import bpy
@@ -50,7 +52,7 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
     captured = _Capture()
     with captured, blocked_operators():
         try:
-            exec(compile(code, FILENAME, "exec"), namespace)
+            exec(_compiled(code), namespace)
         except JobInterrupted:
             raise  # the bridge is stopping this job: let it go
         except SystemExit:
@@ -61,6 +63,12 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
     if callable(check):
         return Deferred(lambda: _poll(check, strict_json, captured))
     return _finish(namespace.get("result"), strict_json, captured)
+
+
+@functools.lru_cache(maxsize=128)
+def _compiled(code: str) -> CodeType:
+    """Compiled once per distinct source: the official Lab server sends the same snippet for each of its tools."""
+    return compile(code, FILENAME, "exec")
 
 
 def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture) -> Envelope | None:
