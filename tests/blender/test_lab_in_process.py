@@ -166,3 +166,21 @@ def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: M
         return bpy.app.driver_namespace["polls"] - polls
 
     assert _pump_gui_while(leave_then_count) == 0  # dropped: no poll after the handler returned
+
+
+def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(service: ModuleType, tmp_path: Path) -> None:
+    """The compile cache keeps the code object, never the run: each run starts from `result = {}` alone."""
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, main_thread=True))
+    code = (
+        "import bpy\ncount = bpy.app.driver_namespace.get('hermes_test_runs', 0) + 1\n"
+        "bpy.app.driver_namespace['hermes_test_runs'] = count\n"
+        "result = {'runs': count, 'leftover': 'mine' in globals()}\nmine = True"
+    )
+    bpy.app.driver_namespace["hermes_test_runs"] = 0
+
+    def twice() -> list[dict[str, Any]]:
+        return [lab_execute(_lab_port(bridge), code) for _ in range(2)]
+
+    first, second = serve_while(bridge.dispatcher, twice, bridge.serve)
+    assert first["result"] == {"runs": 1, "leftover": False}
+    assert second["result"] == {"runs": 2, "leftover": False}
