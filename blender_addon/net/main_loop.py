@@ -177,6 +177,12 @@ class MainLoop:
         if connection.sock in self._connections and connection.writing_until is None:
             self._read(connection)  # a client usually sends as soon as it connects: spare it a turn of the loop
 
+    def _at_deadline(self, connection: _Connection) -> None:
+        if connection.writing_until is not None:
+            self._drop(connection)  # it would not read its answer
+        else:
+            self._deliver(connection, connection.conversation.expired())
+
     def _read(self, connection: _Connection) -> None:
         try:
             data = connection.sock.recv(RECV_BYTES)
@@ -248,10 +254,7 @@ class MainLoop:
         for connection in list(self._connections.values()):
             due = _due(connection)
             if now >= due:
-                if connection.writing_until is not None:
-                    self._drop(connection)  # it would not read its answer
-                    continue
-                self._deliver(connection, connection.conversation.expired())
+                self._step(connection, self._at_deadline)
                 if connection.sock not in self._connections:
                     continue
                 due = _due(connection)

@@ -6,10 +6,12 @@ import json
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 
 import pytest
 
+from blender_addon.net import conversation, main_loop
 from blender_addon.net.conversation import QUIET, Reply
 from blender_addon.net.listener import ConnectionState, backoff
 
@@ -29,19 +31,45 @@ def _served(endpoint: Endpoint) -> bool:
     return status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
 
 
-def test_a_client_that_never_reads_its_large_answer_holds_up_nobody(big_endpoint: Endpoint) -> None:
-    """About 16 MB of answer (the echo twice), far more than loopback's socket buffers take at once."""
+def _sleeper(endpoint: Endpoint) -> socket.socket:
+    """A client that asks for about 16 MB (the echo twice), reads the first bytes of the answer and no more.
+
+    Its receive buffer is set small before it connects (or autotuning would take it all), so the
+    rest of the answer cannot leave the server until it reads.
+    """
     params = {"name": "echo", "arguments": {"pad": "x" * 8_000_000}, "_meta": MODERN_META}
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}).encode()
-    headers = big_endpoint.headers(**modern_headers("tools/call", params), Content_Length=str(len(body)))
+    headers = endpoint.headers(**modern_headers("tools/call", params), Content_Length=str(len(body)))
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-    with socket.socket() as sleeper:
-        sleeper.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connecting, or autotuning takes 16 MB
-        sleeper.settimeout(10)
-        sleeper.connect(("127.0.0.1", big_endpoint.port))
-        sleeper.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
-        assert sleeper.recv(12) == b"HTTP/1.1 200"  # its answer has begun; it reads no more of it
+    sleeper = socket.socket()
+    sleeper.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sleeper.settimeout(10)
+    sleeper.connect(("127.0.0.1", endpoint.port))
+    sleeper.sendall(f"POST /mcp HTTP/1.1\r\n{head}\r\n".encode() + body)
+    assert sleeper.recv(12) == b"HTTP/1.1 200"  # its answer has begun
+    return sleeper
+
+
+def test_a_client_that_never_reads_its_large_answer_holds_up_nobody(big_endpoint: Endpoint) -> None:
+    with _sleeper(big_endpoint):
         assert _served(big_endpoint)
+
+
+def test_a_client_that_never_reads_its_answer_is_dropped_after_the_send_timeout(
+    driver: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(conversation, "SEND_TIMEOUT", 0.3)
+    monkeypatch.setattr(main_loop, "SEND_TIMEOUT", 0.3)
+    endpoint = start_endpoint(driver=driver)
+    try:
+        with _sleeper(endpoint):
+            deadline = time.monotonic() + 10
+            while endpoint.listener.connection_count and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert endpoint.listener.connection_count == 0
+            assert _served(endpoint)
+    finally:
+        endpoint.listener.stop()
 
 
 class _Exploding:
