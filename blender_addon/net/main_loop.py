@@ -2,7 +2,8 @@
 
 In background mode and Blender-as-a-module nothing else needs Blender's main thread, so that
 thread can accept, read, run the tool and answer by itself: no thread per connection and no
-hand-off between threads, which cost more than the rest of a small request (docs/performance.md).
+hand-off between threads, which were about two thirds of a Blender Lab request's time on the
+bridge's side (docs/performance.md).
 The conversations keep every rule of the threaded path (limits, deadlines, refusals); this loop
 adds only non-blocking I/O: a client slow to read a large answer waits in a buffer, never in a
 send, and every deadline is a timeout of the one `select`.
