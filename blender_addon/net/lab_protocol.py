@@ -77,7 +77,9 @@ def encode(envelope: dict[str, Any]) -> bytes:
 class LabConversation:
     """Admission at once, then one request read to its NUL (or its framing refused), answered, closed."""
 
-    def __init__(self, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings):
+    def __init__(
+        self, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
+    ) -> None:
         self._conn = conn
         self._state = state
         self._executor = executor

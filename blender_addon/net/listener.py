@@ -214,11 +214,18 @@ class ThreadedListeners:
     """Listeners that serve each connection on a thread of its own: the GUI's way, where Blender's main
     thread belongs to the interface and jobs reach it through the dispatcher's timer."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int | None = None) -> None:
+        self._max_connections = max_connections
         self._listeners: list[TcpListener] = []
 
     def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
-        listener = TcpListener(host, port, lambda conn, state: converse(conn, conversation(conn, state)), name=name)
+        listener = TcpListener(
+            host,
+            port,
+            lambda conn, state: converse(conn, conversation(conn, state)),
+            name=name,
+            max_connections=self._max_connections,
+        )
         self._listeners.append(listener)
         return listener.address
 

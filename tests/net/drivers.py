@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from blender_addon.net.conversation import converse
-from blender_addon.net.listener import ConversationFactory, TcpListener
+from blender_addon.net.listener import ConversationFactory, ThreadedListeners
 from blender_addon.net.main_loop import MainLoop
 
 DRIVERS = ("threads", "main-loop")
@@ -16,34 +15,22 @@ class Served:
     """Conversations served on a loopback port by one driver; the main loop runs on a thread of its own here."""
 
     def __init__(self, driver: str, conversation: ConversationFactory, *, max_connections: int | None = None) -> None:
-        self._listener: TcpListener | None = None
-        self._loop: MainLoop | None = None
-        if driver == "threads":
-            self._listener = TcpListener(
-                "127.0.0.1",
-                0,
-                lambda conn, state: converse(conn, conversation(conn, state)),
-                name="test",
-                max_connections=max_connections,
-            )
-            self.address = self._listener.address
-            return
-        self._loop = MainLoop(max_connections)
-        self.address = self._loop.listen("127.0.0.1", 0, conversation, name="test")
-        self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._loop.serve, args=(self._stopping.is_set,), daemon=True)
-        self._thread.start()
+        self._loop = MainLoop(max_connections) if driver == "main-loop" else None
+        self._listeners = self._loop or ThreadedListeners(max_connections)
+        self.address = self._listeners.listen("127.0.0.1", 0, conversation, name="test")
+        if self._loop is not None:
+            self._stopping = threading.Event()
+            self._thread = threading.Thread(target=self._loop.serve, args=(self._stopping.is_set,), daemon=True)
+            self._thread.start()
 
     @property
     def connection_count(self) -> int:
-        return (self._listener or self._loop).connection_count  # type: ignore[union-attr]
+        return self._listeners.connection_count
 
     def stop(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
-            return
-        assert self._loop is not None
-        self._stopping.set()
-        self._loop.wake()
-        self._thread.join(10)
-        self._loop.close()
+        if self._loop is not None:
+            self._stopping.set()
+            self._loop.wake()
+            self._thread.join(10)
+            assert not self._thread.is_alive(), "the main loop did not return after its stop was asked"
+        self._listeners.close()
