@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
+import os
+import re
+import stat
 import sys
 from pathlib import Path
 
 LOGGER_NAME = "hermes_bridge"
 MAX_BYTES = 1024 * 1024
 BACKUPS = 3
+REFUSAL_MARK = "hermes_refusal"
+"""The attribute a refusal's record carries (net/refusals.py), so the console leaves it to the file."""
 _FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+_UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]")
+
+
+def one_line(value: object) -> str:
+    """A client-supplied value inside a log line: no line breaks, control or bidi characters (escaped)."""
+    return _UNPRINTABLE.sub(lambda found: f"\\u{ord(found.group()):04x}", str(value))
+
 
 logger = logging.getLogger(LOGGER_NAME)
 _installed: list[logging.Handler] = []
@@ -36,20 +49,43 @@ def configure(log_file: Path | None) -> Path | None:
     logger.propagate = False
     console = logging.StreamHandler(sys.stderr)
     console.setFormatter(logging.Formatter("hermes_bridge: %(levelname)s: %(message)s"))
+    if log_file is not None:  # refusals go to the file alone: a console captured to a file must not double them
+        console.addFilter(lambda record: not getattr(record, REFUSAL_MARK, False))
     _install(console)
     if log_file is None:
         return None
     try:
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        handler = logging.handlers.RotatingFileHandler(
-            log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8"
-        )
+        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner_only_folder(log_file.parent)
+        handler = OwnerOnlyRotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
     except OSError as exc:
         logger.warning("cannot write the log file %s: %s", log_file, exc.strerror or exc)
         return None
     handler.setFormatter(logging.Formatter(_FORMAT))
     _install(handler)
     return log_file
+
+
+class OwnerOnlyRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """Every file it opens (the log and each new one after a rollover) is 0600: the log holds agents' tracebacks."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if sys.platform != "win32":
+            os.fchmod(fd, 0o600)  # one written before by an older version, or with another umask
+        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
+
+
+def owner_only_folder(folder: Path) -> None:
+    """Make an existing folder of ours 0700: others could otherwise list it, or swap a file in it.
+
+    A shared sticky folder (such as /tmp) and a folder of another user are left as they are.
+    """
+    if sys.platform == "win32":
+        return  # ACLs, not mode bits, protect %LOCALAPPDATA% and %APPDATA%, private to the user already
+    info = folder.stat()
+    if info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX and stat.S_IMODE(info.st_mode) != 0o700:
+        folder.chmod(0o700)
 
 
 def _install(handler: logging.Handler) -> None:

@@ -30,7 +30,8 @@ from .net.listener import ThreadedListeners
 from .net.main_loop import MainLoop
 from .net.mcp import McpProtocol, ServerInfo, ToolOutcome, dumps
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
-from .net.peer import same_user_refusal
+from .net.peer import same_user
+from .net.refusals import refusals
 from .net.sessions import SessionStore
 from .tools import CATALOGUE, Image, Tool
 from .tools.python_exec import Deferred, Envelope, execute
@@ -119,7 +120,7 @@ class Bridge:
         """A busy or forbidden Lab port is reported, never fatal: the MCP endpoint still serves."""
         settings = LabSettings(
             token=self._token if self._config.lab_require_token else None,
-            admit=same_user_refusal,
+            identify=same_user,
             mcp_endpoint=self.endpoint,
         )
         try:
@@ -241,7 +242,7 @@ class Bridge:
                     return ToolOutcome.error("the client left before the deferred result was ready", state="stopped")
                 outcome = _present(tool, answer)
         except ToolError as exc:
-            log.logger.info("tool %s failed [%s]: %s", name, exc.state, exc)
+            log.logger.info("tool %s failed [%s]: %s", log.one_line(name), exc.state, log.one_line(exc))
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
         except DispatchTimeout as exc:
             return ToolOutcome.error(str(exc), state=exc.state)
@@ -363,5 +364,6 @@ def stop() -> None:
         return
     dispatch.stop_gui_pump()
     bridge.close()
+    refusals.flush(log.logger)
     log.logger.info("stopped: %s", bridge.endpoint)
     atexit.unregister(stop)

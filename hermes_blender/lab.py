@@ -34,9 +34,8 @@ def lab_execute(
     port: int, code: str, *, strict_json: bool = True, token: str | None = None, timeout: float = 30.0
 ) -> dict[str, Any]:
     """Run code through the Lab listener as the official server does; the reply envelope."""
-    request: dict[str, Any] = {"type": "execute", "code": code, "strict_json": strict_json}
-    if token is not None:
-        request["token"] = token
+    request: dict[str, Any] = {} if token is None else {"token": token}  # first: the bridge reads it before the rest
+    request |= {"type": "execute", "code": code, "strict_json": strict_json}
     reply = lab_exchange(port, json.dumps(request).encode() + b"\0", timeout=timeout)
     try:
         envelope = json.loads(reply)

@@ -17,7 +17,8 @@ from http import HTTPStatus
 
 from .conversation import QUIET, Reply
 from .listener import ConnectionState
-from .loopback import peer_connected, peer_port
+from .loopback import peer_connected
+from .refusals import refused
 
 log = logging.getLogger("hermes_bridge.net")
 
@@ -211,8 +212,7 @@ _CLOSE_AFTER = frozenset({400, 401, 403, 404})
 
 def _log_refusal(conn: socket.socket, response: Response) -> None:
     """Our own reason text and the peer's port: never a header value, a token or a body."""
-    reason = response.body.decode("utf-8", "replace").strip()
-    log.warning("refused HTTP %d from peer port %s: %s", response.status, peer_port(conn), reason)
+    refused(log, f"HTTP {response.status}", response.body.decode("utf-8", "replace").strip(), conn)
 
 
 def _wants_close(request: Request) -> bool:

@@ -22,7 +22,9 @@ from ..jsontext import encode as encode_json
 from .auth import Token
 from .conversation import QUIET, Reply
 from .listener import ConnectionState
-from .loopback import peer_connected, peer_port
+from .loopback import peer_connected
+from .peer import peer_refusal
+from .refusals import refused
 
 log = logging.getLogger("hermes_bridge.net")
 
@@ -54,9 +56,9 @@ class LabSettings:
     max_request_bytes: int = 10 * 1024 * 1024
     request_timeout: float = 10.0
     token: Token | None = None
-    """When set ("require token"), requests must carry a matching `token` field."""
-    admit: Callable[[socket.socket], str | None] | None = None
-    """Without a token: who may connect (None or a refusal reason); the bridge passes the same-user check."""
+    """When set ("require token"), requests must open with a matching `token` field."""
+    identify: Callable[[socket.socket], bool | None] | None = None
+    """Whether the peer runs as this OS user (None: cannot be told); None admits everyone (tests)."""
     mcp_endpoint: str = ""
     """Named in the answer to HTTP clients that knocked on the wrong port."""
 
@@ -91,9 +93,12 @@ class LabConversation:
         """When a silence after the last bytes makes a whole bare JSON object another protocol's request."""
 
     def opened(self) -> Reply:
+        """The peer check, before any byte is read: another user is refused even with "require token" on; an
+        unknown user only gets as far as a token."""
         settings = self._settings
-        if settings.token is None and settings.admit is not None and (refusal := settings.admit(self._conn)):
-            log.warning("refused a Blender Lab connection from peer port %s: %s", peer_port(self._conn), refusal)
+        same_user = True if settings.identify is None else settings.identify(self._conn)
+        if (refusal := peer_refusal(same_user, token_required=settings.token is not None)) is not None:
+            refused(log, "a Blender Lab connection", refusal, self._conn)
             return Reply(encode(error_envelope(f"Refused: {refusal}")), close=True)
         self._state.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
         return QUIET
@@ -122,6 +127,19 @@ class LabConversation:
                 return Reply(encode(error_envelope(_BARE_JSON)), close=True)
         return QUIET
 
+    def _check_token(self, complete: bool) -> None:
+        """With "require token": the token is the request's first field, checked within its first bytes, so a
+        peer without it never gets a large request buffered or parsed."""
+        buffer, token = self._incoming.buffer, self._settings.token
+        assert token is not None
+        found = _TOKEN_FIRST.match(buffer, 0, TOKEN_FRAME_BYTES)
+        if found is None and not complete and len(buffer) < TOKEN_FRAME_BYTES:
+            return  # the token may still be arriving
+        if found is None or not token.matches(found.group(1).decode("ascii")):
+            refused(log, "a Blender Lab request", "without the required token", self._conn)
+            raise _Answer(encode(error_envelope(_TOKEN_REQUIRED)))
+        self._state.trusted = True
+
     def _request(self, data: bytes) -> bytes | None:
         """The request once its NUL (or the client's close) ends it; None while it may still grow."""
         incoming, settings = self._incoming, self._settings
@@ -131,6 +149,8 @@ class LabConversation:
         end = incoming.nul()
         if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
             raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
+        if not self._state.trusted:
+            self._check_token(complete=end >= 0 or not data)
         if end >= 0:
             return bytes(incoming.buffer[:end])
         if not data:
@@ -141,6 +161,14 @@ class LabConversation:
             incoming.json_framed = _framing_is_json(incoming, settings)
         return None
 
+
+TOKEN_FRAME_BYTES = 4096
+"""How much of a request from a peer not yet admitted is read before its token must have been seen."""
+_TOKEN_FIRST = re.compile(rb'\s*\{\s*"token"\s*:\s*"([A-Za-z0-9_\-]{1,512})"')
+_TOKEN_REQUIRED = (
+    "This Blender requires a token on the Blender Lab port (preference 'Require token'): open the request with "
+    'the `token` from Blender\'s runtime file (`{"token": "…", "type": "execute", …}`), or turn the preference off'
+)
 
 _BARE_JSON = (
     "This is the Blender Lab bridge: end each JSON request with a NUL byte. Bare JSON without it "
@@ -170,17 +198,6 @@ def _handle(
     code = request.get("code")
     if not isinstance(code, str):
         return encode(error_envelope("The `code` field must be a string"))
-    if settings.token is not None:
-        candidate = request.get("token")
-        if not isinstance(candidate, str) or not settings.token.matches(candidate):
-            log.warning("refused a Blender Lab request without the required token from peer port %s", peer_port(conn))
-            return encode(
-                error_envelope(
-                    "This Blender requires a token on the Blender Lab port (preference 'Require token'): send the "
-                    "`token` from Blender's runtime file, or turn the preference off"
-                )
-            )
-        state.trusted = True
     envelope = executor.execute(code, strict_json, lambda: peer_connected(conn))
     return encode(envelope) if envelope is not None else b""
 

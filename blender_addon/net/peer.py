@@ -12,11 +12,17 @@ when its peer runs as the same OS user as Blender. Each OS answers differently:
 - Elsewhere (macOS): the owner cannot be told without privileges, so the answer is "unknown"
   and the connection is refused with a message that says why and what to do.
 
+A socket's owner counts only while a process still holds it: a client that connects, sends and
+closes leaves an orphan (FIN_WAIT, TIME_WAIT: no inode) that the kernel reports as uid 0, which a
+Blender run as root would take for itself. So only a live connection (ESTABLISHED, or half-closed
+by a process that still holds it) with an inode has an owner; anything else is "unknown", refused.
+
 The host facts are injectable (`PeerHost`), so every branch is tested on any machine.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import struct
@@ -38,23 +44,29 @@ class PeerHost:
     windows_user_of: Callable[[int], str | None] = field(default_factory=lambda: _windows_user_of)
 
 
-def same_user_refusal(conn: socket.socket, host: PeerHost | None = None) -> str | None:
-    """None when the peer runs as this OS user; otherwise why the connection is refused."""
-    host = host or PeerHost()
+def same_user(conn: socket.socket, host: PeerHost | None = None) -> bool | None:
+    """Whether the peer of an accepted connection runs as this OS user; None when that cannot be told."""
     try:
         ours: Address = conn.getsockname()[:2]
         theirs: Address = conn.getpeername()[:2]
     except OSError:
-        return "the client left before it could be identified"
-    same = peer_is_same_user(ours, theirs, host)
+        return None  # it left before it could be identified
+    return peer_is_same_user(ours, theirs, host or PeerHost())
+
+
+def peer_refusal(same: bool | None, *, token_required: bool) -> str | None:
+    """Why a peer is refused at once, or None. Another user is refused even when a token is required (it
+    would otherwise get its requests buffered and parsed); an unknown one gets as far as the token."""
     if same is True:
         return None
     if same is False:
         return "this connection belongs to another OS user; the Blender Lab listener only serves its own user"
+    if token_required:
+        return None
     return (
-        "the Blender Lab listener cannot tell which OS user this connection belongs to on this system, so it "
-        "refuses it; turn on 'Require token' and send the runtime file's token, or use the token-protected "
-        "MCP endpoint (the blender server)"
+        "the Blender Lab listener cannot tell which OS user this connection belongs to (on this system, or because "
+        "the client closed before it could be asked), so it refuses it; turn on 'Require token' and send the "
+        "runtime file's token, or use the token-protected MCP endpoint (the blender server)"
     )
 
 
@@ -64,7 +76,7 @@ def peer_is_same_user(ours: Address, theirs: Address, host: PeerHost) -> bool | 
         uid = host.sock_diag(ours, theirs) if host.sock_diag is not None else None
         if uid is None:
             uid = _linux_owner_uid(ours, theirs, host.proc_net)
-        return None if uid is None else uid == host.my_uid()
+        return None if uid is None or uid == NO_OWNER else uid == host.my_uid()
     if host.platform == "win32":
         pid = host.windows_peer_pid(ours, theirs)
         if pid is None:
@@ -74,8 +86,18 @@ def peer_is_same_user(ours: Address, theirs: Address, host: PeerHost) -> bool | 
     return None
 
 
+NO_OWNER = -1
+"""The kernel answered, and no process holds the peer's socket any more (or it is not a live connection)."""
+_OWNED_STATES = frozenset({1, 4, 5})
+"""TCP_ESTABLISHED, and FIN_WAIT1/FIN_WAIT2 (a client that half-closed to end its request, still reading)."""
+
+
+def _owner(state: int, uid: int, inode: int) -> int:
+    return uid if state in _OWNED_STATES and inode != 0 else NO_OWNER
+
+
 def _linux_owner_uid(ours: Address, theirs: Address, proc_net: Path) -> int | None:
-    """The uid of the socket whose local end is `theirs` and whose remote end is `ours`."""
+    """The uid of the live socket whose local end is `theirs` and whose remote end is `ours`."""
     wanted = (_proc_address(*theirs), _proc_address(*ours))
     for table in ("tcp", "tcp6"):  # streamed, and left at the first match: the kernel writes it as we read
         try:
@@ -83,11 +105,11 @@ def _linux_owner_uid(ours: Address, theirs: Address, proc_net: Path) -> int | No
                 next(rows, None)
                 for line in rows:
                     fields = line.split()
-                    if len(fields) <= 7:
+                    if len(fields) <= 9:
                         continue
                     ends = (fields[1], fields[2]) if table == "tcp" else (_v4_of_v6(fields[1]), _v4_of_v6(fields[2]))
                     if ends == wanted:
-                        return int(fields[7])
+                        return _owner(int(fields[3], 16), int(fields[7]), int(fields[9]))
         except OSError:
             continue
     return None
@@ -98,7 +120,8 @@ _NETLINK_SOCK_DIAG = 4
 
 
 def _sock_diag_uid(ours: Address, theirs: Address) -> int | None:
-    """The owner uid of the peer's TCP socket, asked of the kernel by its exact addresses (IPv4)."""
+    """The owner uid of the peer's live TCP socket (NO_OWNER: none), asked of the kernel by its exact addresses
+    (IPv4); None when the kernel could not be asked."""
     try:
         request_id = (
             struct.pack("!HH", theirs[1], ours[1])  # the peer's socket: source = the peer, destination = us
@@ -112,9 +135,27 @@ def _sock_diag_uid(ours: Address, theirs: Address) -> int | None:
             reply = diag.recv(8192, socket.MSG_DONTWAIT)  # the kernel answers within send(): never a wait
     except (OSError, AttributeError):  # no netlink here (or not Linux): the caller reads /proc instead
         return None
-    if len(reply) < 84 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
-        return None  # an error answer: no such socket (it left) or a kernel without sock_diag
-    return int(struct.unpack_from("=I", reply, 16 + 4 + 48 + 12)[0])  # nlmsghdr, then inet_diag_msg.idiag_uid
+    if len(reply) < 16 or struct.unpack_from("=H", reply, 4)[0] != _SOCK_DIAG_BY_FAMILY:
+        return _diag_error(reply)
+    if len(reply) < 88:
+        return None
+    # nlmsghdr (16 bytes), then inet_diag_msg: family, state, timer, retrans, the 48-byte id, expires, rqueue,
+    # wqueue, uid, inode
+    state = reply[17]
+    uid, inode = struct.unpack_from("=II", reply, 16 + 4 + 48 + 12)
+    return _owner(state, uid, inode)
+
+
+_NLMSG_ERROR = 2
+
+
+def _diag_error(reply: bytes) -> int | None:
+    """An error answer: ENOENT means the kernel looked and no such socket exists (the peer has gone);
+    anything else (a kernel without sock_diag for TCP) sends the caller to /proc."""
+    if len(reply) >= 20 and struct.unpack_from("=H", reply, 4)[0] == _NLMSG_ERROR:
+        if -struct.unpack_from("=i", reply, 16)[0] == errno.ENOENT:
+            return NO_OWNER
+    return None
 
 
 def _proc_address(ip: str, port: int) -> str:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..log import owner_only_folder
+
 # Hermes reads ONE liveness path on every OS and expands %VAR% only on Windows, so the
 # declared string is written with `~`: %LOCALAPPDATA%\Blender\server.json on Windows and a
 # working path on macOS and Linux. plugin.json declares the same string (a test holds it).
@@ -61,10 +63,10 @@ def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any]
         PID_FIELD: pid,
     }
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _owner_only_folder(path.parent)
+    owner_only_folder(path.parent)
     own = instance_path(path, pid)
     own.parent.mkdir(exist_ok=True, mode=0o700)
-    _owner_only_folder(own.parent)
+    owner_only_folder(own.parent)
     _forget_dead_instances(own.parent)
     _write(own, record)
     try:
@@ -119,22 +121,10 @@ def _write(path: Path, record: dict[str, Any], *, over: bool = True) -> None:
         if over:
             os.replace(temp_name, path)
         else:
-            os.link(temp_name, path)
+            _place_new(temp_name, path)
     finally:
         with contextlib.suppress(OSError):
             os.unlink(temp_name)
-
-
-def _owner_only_folder(folder: Path) -> None:
-    """Make an existing folder of ours 0700 too: others could otherwise list it, or swap the file.
-
-    A shared sticky folder (such as /tmp) and a folder of another user are left as they are.
-    """
-    if sys.platform == "win32":
-        return  # ACLs, not mode bits, protect %LOCALAPPDATA%, which is private to the user already
-    info = folder.stat()
-    if info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX and stat.S_IMODE(info.st_mode) != 0o700:
-        folder.chmod(0o700)
 
 
 def withdraw(path: Path, *, url: str, pid: int) -> bool:
@@ -156,12 +146,31 @@ def withdraw(path: Path, *, url: str, pid: int) -> bool:
     ours = _is(_read_record(aside), url, pid)
     if not ours:
         with contextlib.suppress(OSError):
-            os.link(aside, path)  # fails if a newer file is there already: then that one stays
+            _place_new(str(aside), path)  # fails if a newer file is there already: then that one stays
     with contextlib.suppress(OSError):
         os.unlink(aside)
     if ours:
         _promote(path)
     return ours
+
+
+def _place_new(source: str, path: Path) -> None:
+    """Give `source`'s file the name `path` unless that name exists (FileExistsError then).
+
+    A hard link does it atomically. A file system without them (FAT, exFAT, some network shares) gets a
+    rename when the name is free: a bridge publishing in the instant between the look and the rename loses
+    its file to the one we put back, which its next start repairs; removing another live Blender's file, as
+    dropping `source` would, has no such repair.
+    """
+    try:
+        os.link(source, path)
+        return
+    except FileExistsError:
+        raise
+    except OSError:
+        if os.path.lexists(path):
+            raise FileExistsError(path) from None
+    os.replace(source, path)
 
 
 def _is(record: dict[str, Any] | None, url: str, pid: int) -> bool:
