@@ -17,7 +17,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from . import dispatch, prefs, service
+from . import dispatch, interrupt, prefs, service
 from .errors import BridgeError
 
 COMMAND = "hermes_bridge"
@@ -59,9 +59,17 @@ def run(argv: list[str]) -> int:
     dispatcher = dispatch.Dispatcher()
 
     def stop_now() -> None:
-        """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting."""
+        """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting.
+
+        A job held by Blender's own C code cannot be stopped: then, after STOP_GRACE, the runtime file is
+        withdrawn and the process ends anyway, so a stop never takes longer than that or leaves the file.
+        """
+        if not dispatcher.stop_requested():
+            threading.Thread(target=_exit_if_still_serving, args=(served,), name="hermes-stop", daemon=True).start()
         dispatcher.request_stop()
         dispatcher.interrupt_running()
+
+    served = threading.Event()
 
     restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
     try:
@@ -84,8 +92,23 @@ def run(argv: list[str]) -> int:
     finally:
         restore()
         service.stop()
+        served.set()
         print(f"{COMMAND}: stopped", flush=True)
     return 0
+
+
+STOP_GRACE = 1.0
+"""Seconds a stop waits for the running job to end before the process ends without it."""
+
+
+def _exit_if_still_serving(served: threading.Event) -> None:
+    if served.wait(STOP_GRACE):
+        return
+    bridge = service.active()
+    if bridge is not None:
+        bridge.withdraw()
+    print(f"{COMMAND}: stopped without waiting for a job that Blender's own code holds", flush=True)
+    os._exit(0)
 
 
 def _wait_for_eof(stop: Callable[[], None]) -> None:
@@ -107,10 +130,10 @@ def _on_signals(stop: Callable[[], None]) -> Callable[[], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop()
 
-    previous = {signum: signal.signal(signum, handler) for signum in wanted}
+    previous = {signum: interrupt.guard(signum, handler) for signum in wanted}  # agent code cannot replace them
 
     def restore() -> None:
         for signum, old in previous.items():
-            signal.signal(signum, old)
+            interrupt.release(signum, old)
 
     return restore

@@ -5,12 +5,15 @@ persistent `bpy.app.timers` pump. In background mode and Blender-as-a-module (wh
 never fire) the main thread serves the connections itself (`inline()`: a job runs in place,
 a watchdog thread interrupts it at its deadline); the blocking queue pump (`serve`) remains
 for hosts that bring their own threads.
+
+A job past its deadline, or running when a stop is asked, is interrupted until it ends
+(`interrupt.py` says how: on POSIX a signal ends a wait in C, and the interrupt is repeated at
+every line of the job's code, so a bare `except` cannot keep it).
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import math
 import queue
 import threading
@@ -20,8 +23,8 @@ from typing import Any
 
 import bpy
 
-from . import log
-from .errors import BridgeStopped, DispatchTimeout, JobInterrupted
+from . import interrupt, log
+from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 
@@ -29,12 +32,17 @@ _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
-    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "deadline")
+    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "_wanted")
+    __slots__ += ("deadline",)
 
-    def __init__(self, fn: Callable[[], Any], deadline: float = math.inf) -> None:
+    def __init__(
+        self, fn: Callable[[], Any], deadline: float = math.inf, wanted: Callable[[], bool] | None = None
+    ) -> None:
         self._fn = fn
         self.deadline = deadline
         """When a job run in place is interrupted by the watchdog (`time.monotonic()`)."""
+        self._wanted = wanted
+        """Asked just before the job starts: False (its client has left) drops it unrun."""
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._state = _QUEUED
@@ -54,7 +62,7 @@ class Job:
                         f"Blender's main thread did not take the request within {timeout:g} s; it is busy "
                         "(a modal operator, a render or a long script). The request was not run; try again."
                     )
-            if self.interrupt() and self._done.wait(INTERRUPT_GRACE):
+            if self.stop_within(INTERRUPT_GRACE):
                 raise _ran_too_long(timeout)
             raise DispatchTimeout(
                 f"the request is still running after {timeout:g} s inside Blender's own code (a render or an "
@@ -62,9 +70,21 @@ class Job:
                 "before repeating it.",
                 state="still_running",
             )
+        if self._interrupted:
+            raise JobInterrupted  # even if it caught the interrupt and answered: that answer is not the truth
         if self._error is not None:
             raise self._error
         return self._result
+
+    def stop_within(self, grace: float) -> bool:
+        """Interrupt the running job again and again until it ends; whether it ended within `grace` seconds."""
+        ends = time.monotonic() + grace
+        while self.interrupt():
+            if self._done.wait(min(REPEAT_INTERVAL, max(0.0, ends - time.monotonic()))):
+                return True
+            if time.monotonic() >= ends:
+                return False
+        return self._done.wait(max(0.0, ends - time.monotonic()))
 
     def cancel(self, error: BaseException) -> None:
         with self._lock:
@@ -75,12 +95,12 @@ class Job:
         self._done.set()
 
     def interrupt(self) -> bool:
-        """Raise JobInterrupted in the running job's code, at its next Python instruction."""
+        """Make the running job stop: from now on it is interrupted at every line until it ends (interrupt.py)."""
         with self._lock:
-            if self._state != _RUNNING or self._interrupted:
+            if self._state != _RUNNING:
                 return False
             self._interrupted = True
-            _raise_in_thread(self._thread, JobInterrupted)
+            interrupt.deliver(self._thread)
             return True
 
     def run(self) -> None:
@@ -88,10 +108,16 @@ class Job:
         with self._lock:
             if self._state != _QUEUED:
                 return
+            if self._wanted is not None and not self._wanted():
+                self._state = _CANCELLED
+                self._error = ClientLeft("the client left before its request's turn came; it was not run")
+                self._done.set()
+                return
             self._state = _RUNNING
             self._thread = threading.get_ident()
         try:
-            self._result = self._fn()
+            with interrupt.policed(self):
+                self._result = self._fn()
         except KeyboardInterrupt:
             raise
         except BaseException as exc:
@@ -100,10 +126,12 @@ class Job:
             try:
                 with self._lock:
                     self._state = _DONE
-                    if self._interrupted:
-                        _raise_in_thread(self._thread, None)  # withdraw one not delivered yet
             finally:
                 self._done.set()
+
+    def stopping(self) -> bool:
+        """Whether the running job is being interrupted (the signal handler and the line policer ask)."""
+        return self._interrupted and self._state == _RUNNING
 
 
 def _ran_too_long(timeout: float) -> DispatchTimeout:
@@ -114,16 +142,12 @@ def _ran_too_long(timeout: float) -> DispatchTimeout:
     )
 
 
-INTERRUPT_GRACE = 5.0
-"""Seconds an interrupted job gets to unwind before its caller is told it could not be stopped."""
-WATCH_INTERVAL = 0.25
-"""How often the watchdog looks at a job run in place: deadlines are minutes, so this costs no precision."""
-
-
-def _raise_in_thread(thread_id: int, exception: type[BaseException] | None) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(
-        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception else None
-    )
+INTERRUPT_GRACE = 0.9
+"""Seconds an interrupted job gets to unwind before its caller is told Blender's own code holds it."""
+REPEAT_INTERVAL = 0.05
+"""How often an interrupt is repeated while the job goes on (each one ends a wait in C, on POSIX)."""
+WATCH_INTERVAL = 0.05
+"""How often the watchdog looks at a job run in place: the deadline holds to this; an idle look costs nothing."""
 
 
 class Dispatcher:
@@ -137,19 +161,21 @@ class Dispatcher:
         self._inline_thread: int | None = None
         self._wakers: list[Callable[[], None]] = []
 
-    def call(self, fn: Callable[[], Any], timeout: float) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
         """`fn()` run on the main thread: in place on the thread serving `inline()`, else queued for the pump.
 
-        Either way a job past `timeout` is interrupted and its caller told so (DispatchTimeout).
+        Either way a job past `timeout` is interrupted and its caller told so (DispatchTimeout), and one
+        whose `wanted()` is False when its turn comes (the client left) is dropped, never run.
         """
         if self._inline_thread != threading.get_ident():
-            return self.submit(fn).wait(timeout)
-        if self._closed:
+            job, wait = self.submit(fn, wanted), timeout
+        elif self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn, time.monotonic() + timeout)
-        self._run(job)
+        else:
+            job, wait = Job(fn, time.monotonic() + timeout, wanted), 0.0
+            self._run(job)
         try:
-            return job.wait(0)
+            return job.wait(wait)
         except JobInterrupted:
             if self._stop.is_set():
                 raise BridgeStopped(
@@ -161,6 +187,7 @@ class Dispatcher:
     def inline(self) -> Iterator[None]:
         """While inside, jobs that `call` meets on this thread run in place, watched for their deadline."""
         self._inline_thread = threading.get_ident()
+        interrupt.install()
         done = threading.Event()
         watchdog = threading.Thread(target=self._watch, args=(done,), name="hermes-watchdog", daemon=True)
         watchdog.start()
@@ -174,8 +201,8 @@ class Dispatcher:
     def _watch(self, done: threading.Event) -> None:
         while not done.wait(WATCH_INTERVAL):
             job = self._running
-            if job is not None and time.monotonic() > job.deadline:
-                job.interrupt()
+            if job is not None and (time.monotonic() > job.deadline or self._stop.is_set()):
+                job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
 
     def stop_requested(self) -> bool:
         return self._stop.is_set()
@@ -184,10 +211,10 @@ class Dispatcher:
         """Have `request_stop` also call `wake` (which must be safe from a signal handler)."""
         self._wakers.append(wake)
 
-    def submit(self, fn: Callable[[], Any]) -> Job:
+    def submit(self, fn: Callable[[], Any], wanted: Callable[[], bool] | None = None) -> Job:
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn)
+        job = Job(fn, wanted=wanted)
         self._queue.put(job)
         return job
 
@@ -219,6 +246,7 @@ class Dispatcher:
 
     def serve(self, poll: float = 0.5) -> None:
         """Blocking pump for background mode: run jobs until request_stop() (main thread only)."""
+        interrupt.install()
         while not self._stop.is_set():
             try:
                 job = self._queue.get(timeout=poll)
@@ -237,11 +265,10 @@ class Dispatcher:
             self._running = None
 
     def interrupt_running(self) -> bool:
-        """Stop the job running on the main thread now, if any (a signal handler calls this there)."""
+        """Stop the job running on the main thread, if any, until it ends (safe from a signal handler; on the
+        main loop the watchdog repeats it while a stop is asked)."""
         job = self._running
-        if job is None or job._thread != threading.get_ident():
-            return job.interrupt() if job is not None else False
-        raise JobInterrupted  # from a signal handler: this unwinds even a sleep inside the job
+        return job.interrupt() if job is not None else False
 
     def request_stop(self) -> None:
         """Ask the blocking pump to return; safe from signal handlers and other threads."""
@@ -295,6 +322,7 @@ def gui_tick() -> float | None:
 def start_gui_pump(dispatcher: Dispatcher) -> None:
     global _gui_dispatcher
     _gui_dispatcher = dispatcher
+    interrupt.install()
     if not bpy.app.timers.is_registered(gui_tick):
         bpy.app.timers.register(gui_tick, first_interval=0.0, persistent=True)
 

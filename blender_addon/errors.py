@@ -37,6 +37,10 @@ class BridgeStopped(BridgeError):
     """The bridge stopped while a job was waiting."""
 
 
+class ClientLeft(BridgeStopped):
+    """The client went away before its request's turn came: the request was dropped, never run."""
+
+
 class ToolError(BridgeError):
     """A tool could not do what was asked; the message goes back to the agent.
 

@@ -198,6 +198,10 @@ class Bridge:
         """
         self._dispatcher.close()
         self._stop_listeners()
+        self.withdraw()
+
+    def withdraw(self) -> None:
+        """Take the runtime file back if it still names this bridge (safe from any thread: it only touches files)."""
         runtime_file.withdraw(self.runtime_file, url=self.url, pid=self._pid)
 
     def _stop_listeners(self) -> None:
@@ -234,7 +238,7 @@ class Bridge:
         try:
             validate(tool.input_schema, arguments)
             outcome = self._dispatcher.call(
-                partial(_run_tool, tool, arguments, self._config.gui), self._config.job_timeout
+                partial(_run_tool, tool, arguments, self._config.gui), self._config.job_timeout, connected
             )
             if isinstance(outcome, Deferred):
                 answer = self._poll_deferred(outcome, connected, DEFERRED_LIMIT)
@@ -256,7 +260,7 @@ class Bridge:
         if not self._config.allow_code:
             return error_envelope(CODE_DISABLED)
         try:
-            outcome = self._dispatcher.call(partial(execute, code, strict_json=strict_json), LAB_JOB_TIMEOUT)
+            outcome = self._dispatcher.call(partial(execute, code, strict_json=strict_json), LAB_JOB_TIMEOUT, connected)
             if isinstance(outcome, Deferred):
                 return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:

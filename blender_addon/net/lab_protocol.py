@@ -109,7 +109,11 @@ class LabConversation:
             if raw is None:
                 return QUIET
             self._state.idle = False
-            reply = _handle(raw, self._conn, self._state, self._executor, self._settings)
+            # A request ended by a half-close is answered whatever its client's side says; one ended by its NUL and
+            # then a close was sent by a client that left: when its turn comes it is dropped, never run.
+            conn = self._conn
+            connected = (lambda: peer_connected(conn)) if data else (lambda: True)
+            reply = _handle(raw, self._executor, connected)
         except _Answer as answer:
             reply = answer.payload
         return Reply(reply, close=True)
@@ -176,9 +180,7 @@ _BARE_JSON = (
 )
 
 
-def _handle(
-    raw: bytes, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
-) -> bytes:
+def _handle(raw: bytes, executor: LabExecutor, connected: Callable[[], bool]) -> bytes:
     try:
         request = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as exc:
@@ -198,7 +200,7 @@ def _handle(
     code = request.get("code")
     if not isinstance(code, str):
         return encode(error_envelope("The `code` field must be a string"))
-    envelope = executor.execute(code, strict_json, lambda: peer_connected(conn))
+    envelope = executor.execute(code, strict_json, connected)
     return encode(envelope) if envelope is not None else b""
 
 

@@ -21,6 +21,7 @@ from typing import Any, TextIO
 import bpy
 
 from ..errors import JobInterrupted
+from ..interrupt import AGENT_CODE
 from ..jsontext import RawJson, dumps
 
 BLOCKED_OPERATORS = frozenset(
@@ -31,7 +32,7 @@ BLOCKED_OPERATORS = frozenset(
         ("wm", "read_userpref"),
     }
 )
-FILENAME = "<blender-bridge>"
+FILENAME = AGENT_CODE
 
 Envelope = dict[str, Any]
 

@@ -191,3 +191,65 @@ def test_on_the_main_loop_a_request_that_comes_during_another_waits_its_turn(
 
     answer = serve_while(bridge.dispatcher, ask, bridge.serve)
     assert answer["structuredContent"]["result"] == {"order": ["slow", "second"]}
+
+
+_HOLDS = {
+    "sleep": "import time\ntime.sleep(600)",
+    "recv": "import socket\nquiet, _ = socket.socketpair()\nquiet.recv(1)",
+    "subprocess": "import subprocess\nsubprocess.run(['sleep', '600'])",
+    "nested-bare-except": (
+        "import time\n"
+        "def inner():\n    while True:\n        try:\n            time.sleep(0.2)\n        except:\n            pass\n"
+        "while True:\n    try:\n        inner()\n    except:\n        pass"
+    ),
+    "swallow-then-answer": "import time\ntry:\n    time.sleep(600)\nexcept BaseException:\n    pass\nresult = {'fine': True}",
+}
+
+
+@pytest.mark.parametrize("hold", list(_HOLDS))
+@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadline(
+    service: ModuleType, tmp_path: Path, main_thread: bool, hold: str
+) -> None:
+    """Each of these held every client for minutes; now each is stopped and says so (a hang fails the timeout)."""
+    config = service.BridgeConfig(
+        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, main_thread=main_thread
+    )
+    bridge = service.start(config)
+    marker = "\nimport bpy\nbpy.app.driver_namespace['hermes_test_after'] = True"
+
+    def ask() -> tuple[dict, dict]:
+        return _call(bridge, "execute_blender_code", {"code": _HOLDS[hold] + marker}), _call(
+            bridge, "execute_blender_code", {"code": "result = {'next': True}"}
+        )
+
+    import bpy
+
+    bpy.app.driver_namespace.pop("hermes_test_after", None)
+    held, after = serve_while(bridge.dispatcher, ask, bridge.serve)
+    error = json.loads(held["content"][0]["text"])
+    assert held["isError"] is True and error["state"] == "interrupted", error
+    assert "hermes_test_after" not in bpy.app.driver_namespace  # stopped where it waited, not after
+    assert after["structuredContent"]["result"] == {"next": True}
+
+
+def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: ModuleType, tmp_path: Path) -> None:
+    import signal
+
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    handler = signal.getsignal(signal.SIGUSR2)
+    code = "import signal\nsignal.signal(signal.SIGUSR2, signal.SIG_IGN)"
+    bypass = "import _signal, signal\n_signal.signal(int(signal.SIGUSR2), _signal.SIG_IGN)\nresult = {}"
+
+    def ask() -> tuple[dict, dict]:
+        return _call(bridge, "execute_blender_code", {"code": code}), _call(
+            bridge, "execute_blender_code", {"code": bypass}
+        )
+
+    refused, bypassed = serve_while(bridge.dispatcher, ask, bridge.serve)
+    assert (
+        refused["isError"] is True
+        and "used by the Blender bridge" in json.loads(refused["content"][0]["text"])["error"]
+    )
+    assert bypassed["isError"] is False  # it ran, and the handler was put back after it
+    assert signal.getsignal(signal.SIGUSR2) is handler

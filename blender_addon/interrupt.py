@@ -1,0 +1,180 @@
+"""Stopping a job's Python code wherever it waits and whatever it catches.
+
+An exception raised into a thread from outside (PyThreadState_SetAsyncExc) lands only between
+bytecodes and only once: a job waiting in C (`time.sleep`, a socket, `subprocess`) went on until
+the wait ended, and a bare `except:` swallowed it for good. So an interrupt here is three things:
+
+- POSIX: a signal (SIGUSR2) to the main thread, where every job runs. Its handler raises
+  JobInterrupted, and a handled signal ends a blocking system call (EINTR), so the wait ends.
+  Windows has no signal for a thread: there the exception is raised asynchronously, and a wait in
+  C ends when it ends.
+- From the first interrupt until the job ends, every line of agent-written code (compiled as
+  AGENT_CODE) raises JobInterrupted again (`sys.monitoring` LINE events, Python 3.12+), so
+  catching it only reaches the next line. Other code is left alone: a raise inside a library's
+  callback or finaliser would only be printed and ignored, and the repeated signal still reaches it. On Python 3.11 (Blender 4.5) a trace function does the same, but CPython
+  switches it off once it raised, so there one `except` may swallow an interrupt and the repeated
+  signal (every 50 ms) catches the code at its next wait.
+- Blender's own C code (a render, an operator) runs to its end whatever Python does: the caller
+  is told `still_running`.
+
+While a job runs, `signal.signal` refuses to change the signals the bridge relies on, and after
+the job every such handler is put back, whatever lower-level calls the job made.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from types import CodeType, FrameType, TracebackType
+from typing import Any, Protocol
+
+from .errors import JobInterrupted
+
+_SIGNAL: int | None = getattr(signal, "SIGUSR2", None)
+AGENT_CODE = "<blender-bridge>"
+"""The file name agent-written code is compiled under: the code interrupted line by line."""
+_MONITORING = getattr(sys, "monitoring", None)
+_TOOL_NAME = "hermes-bridge-interrupt"
+
+Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class Stoppable(Protocol):
+    def stopping(self) -> bool: ...
+
+
+_current: Stoppable | None = None
+_current_thread = 0
+_guarded: dict[int, Handler] = {}
+"""Signals whose handlers the bridge set, and those handlers: restored after every job."""
+_original_signal = signal.signal
+_tool_id: int | None = None
+
+
+def install() -> None:
+    """Main thread: the handler that turns the interrupt signal into JobInterrupted (idempotent)."""
+    global _tool_id
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if _SIGNAL is not None and _SIGNAL not in _guarded:
+        guard(_SIGNAL, _on_signal)
+    if _MONITORING is not None and _tool_id is None:
+        for candidate in (4, 3):  # the ids no standard tool (debugger, coverage, profiler, optimizer) takes
+            if _MONITORING.get_tool(candidate) is None:
+                _MONITORING.use_tool_id(candidate, _TOOL_NAME)
+                _MONITORING.register_callback(candidate, _MONITORING.events.LINE, _on_line)
+                _tool_id = candidate
+                break
+
+
+def guard(signum: int, handler: Handler) -> Handler:
+    """Set a handler the bridge relies on (main thread); jobs cannot change it. Returns the previous one."""
+    previous = _original_signal(signum, handler)
+    _guarded[signum] = handler
+    return previous
+
+
+def release(signum: int, previous: Handler) -> None:
+    """Give a guarded signal back (main thread)."""
+    _guarded.pop(signum, None)
+    _original_signal(signum, previous)
+
+
+def deliver(thread_id: int) -> None:
+    """Interrupt the job running on `thread_id` (any thread may call this, as often as it likes)."""
+    _police_lines(True)
+    if _SIGNAL is not None and _SIGNAL in _guarded and thread_id == threading.main_thread().ident:
+        signal.pthread_kill(thread_id, _SIGNAL)
+    else:
+        _raise_in(thread_id, JobInterrupted)
+
+
+class policed:
+    """Around one job on its thread: interrupts reach it, its signal changes do not outlive it."""
+
+    def __init__(self, job: Stoppable) -> None:
+        self._job = job
+
+    def __enter__(self) -> None:
+        global _current, _current_thread
+        _current, _current_thread = self._job, threading.get_ident()
+        signal.signal = _refusing_signal
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        global _current
+        _current = None
+        _police_lines(False)
+        _raise_in(_current_thread, None)  # withdraw one not delivered yet
+        signal.signal = _original_signal
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in _guarded.items():
+                if signal.getsignal(signum) is not handler:
+                    _original_signal(signum, handler)
+
+
+def _refusing_signal(signum: int, handler: Handler) -> Handler:
+    if signum in _guarded:
+        raise ValueError(
+            f"signal {signum} is used by the Blender bridge (to stop jobs and Blender on request); "
+            "agent code cannot change its handler"
+        )
+    return _original_signal(signum, handler)
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    job = _current
+    if job is None or not job.stopping() or threading.get_ident() != _current_thread:
+        return  # it arrived between jobs: nothing to stop
+    if frame is not None and frame.f_code.co_filename == __file__:
+        return  # inside `policed` itself, which puts things back: the next repeat or line catches the job
+    if _tool_id is None:
+        _trace_from(frame)
+    raise JobInterrupted
+
+
+def _on_line(code: CodeType, line: int, disable: object = getattr(_MONITORING, "DISABLE", None)) -> object:
+    if code.co_filename != AGENT_CODE:
+        return disable
+    job = _current
+    if job is not None and job.stopping() and threading.get_ident() == _current_thread:
+        raise JobInterrupted
+    return None
+
+
+def _police_lines(on: bool) -> None:
+    if _tool_id is not None:
+        assert _MONITORING is not None
+        _MONITORING.set_events(_tool_id, _MONITORING.events.LINE if on else 0)
+        if not on:
+            _MONITORING.restart_events()  # lines switched off with DISABLE are watched again next time
+    elif not on and threading.get_ident() == _current_thread:
+        sys.settrace(None)
+
+
+def _trace_from(frame: FrameType | None) -> None:
+    """Python 3.11: trace every line of the job's frames, and of the frames it calls, from here on."""
+    sys.settrace(_trace_call)
+    while frame is not None:
+        if frame.f_code.co_filename == AGENT_CODE:
+            frame.f_trace = _trace_line
+        frame = frame.f_back
+
+
+def _trace_call(frame: FrameType, event: str, arg: object) -> Any:
+    return _trace_line if frame.f_code.co_filename == AGENT_CODE else None
+
+
+def _trace_line(frame: FrameType, event: str, arg: object) -> Any:
+    job = _current
+    if event == "line" and job is not None and job.stopping():
+        raise JobInterrupted
+    return _trace_line
+
+
+def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(
+        ctypes.c_ulong(thread_id), ctypes.py_object(exception) if exception else None
+    )
