@@ -7,6 +7,7 @@ and serves until its standard input closes, which also stops it if this process 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -16,9 +17,20 @@ from pathlib import Path
 from types import TracebackType
 
 from .contract.host import HostFacts
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, published_fields, read_live_endpoint
 from .errors import HeadlessStartError, LiveEndpointUnavailable
 from .resources import ADDON_SOURCE
+
+STOP_TIMEOUT = 3.0
+"""Seconds a stopping Blender gets before it is killed: the bridge's own stop takes at most about one."""
+
+
+def withdraw_for(runtime_file: Path, pid: int) -> None:
+    """After a kill: remove the runtime file and the bridge's own record if they still name `pid`."""
+    for path in (runtime_file, runtime_file.parent / "servers" / f"{pid}.json"):
+        if published_fields(path).get("pid") == pid:
+            with contextlib.suppress(OSError):
+                path.unlink()
 
 
 class HeadlessBlender:
@@ -112,8 +124,13 @@ class HeadlessBlender:
         """The child's exit code once it has exited; None while it runs (or before it started)."""
         return self._process.poll() if self._process is not None else None
 
-    def stop(self, timeout: float = 20.0) -> int | None:
-        """Close stdin (a clean stop that withdraws the runtime file); force only if that fails."""
+    def stop(self, timeout: float = STOP_TIMEOUT) -> int | None:
+        """Close stdin (a clean stop that withdraws the runtime file); force only if that fails.
+
+        The bridge ends a stop within a second even when a job will not (it withdraws its file and exits), but
+        not when a job holds Python itself (a C loop that never lets go of the GIL, or code that ignores the
+        stop): then Blender is killed and its runtime file withdrawn here, so none is left behind.
+        """
         process, self._process = self._process, None
         if process is None:
             return None
@@ -126,7 +143,9 @@ class HeadlessBlender:
             return process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
-            return process.wait()
+            code = process.wait()
+            withdraw_for(self.runtime_file, process.pid)
+            return code
 
     def log_tail(self, lines: int = 30) -> str:
         try:

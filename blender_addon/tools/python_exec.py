@@ -66,9 +66,22 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
     return _finish(namespace.get("result"), strict_json, captured)
 
 
-@functools.lru_cache(maxsize=128)
+CACHED_SOURCES = 128
+CACHEABLE_SOURCE_CHARS = 16 * 1024
+"""Only small sources are kept compiled: the official Lab server's fixed snippets are a few KiB, while agent
+scripts of megabytes are new each time and kept code objects of them grew Blender by hundreds of MiB. So the
+cache holds at most CACHED_SOURCES x CACHEABLE_SOURCE_CHARS of source (2 MiB) and their code."""
+
+
 def _compiled(code: str) -> CodeType:
-    """Compiled once per distinct source: the official Lab server sends the same snippet for each of its tools."""
+    """Compiled once per distinct small source: the official Lab server sends the same snippet for each tool."""
+    if len(code) > CACHEABLE_SOURCE_CHARS:
+        return compile(code, FILENAME, "exec")
+    return _compiled_small(code)
+
+
+@functools.lru_cache(maxsize=CACHED_SOURCES)
+def _compiled_small(code: str) -> CodeType:
     return compile(code, FILENAME, "exec")
 
 

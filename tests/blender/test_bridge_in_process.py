@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import json
+import signal
+import socket
 import threading
 import time
 import urllib.request
@@ -13,6 +16,7 @@ from typing import Any
 import bpy
 import pytest
 
+from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import modern_request
 
 from .conftest import serve_while
@@ -223,8 +227,6 @@ def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadl
             bridge, "execute_blender_code", {"code": "result = {'next': True}"}
         )
 
-    import bpy
-
     bpy.app.driver_namespace.pop("hermes_test_after", None)
     held, after = serve_while(bridge.dispatcher, ask, bridge.serve)
     error = json.loads(held["content"][0]["text"])
@@ -234,10 +236,9 @@ def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadl
 
 
 def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: ModuleType, tmp_path: Path) -> None:
-    import signal
 
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
-    handler = signal.getsignal(signal.SIGUSR2)
+    interrupt = importlib.import_module(f"{ADDON_MODULE}.interrupt")
     code = "import signal\nsignal.signal(signal.SIGUSR2, signal.SIG_IGN)"
     bypass = "import _signal, signal\n_signal.signal(int(signal.SIGUSR2), _signal.SIG_IGN)\nresult = {}"
 
@@ -252,4 +253,41 @@ def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: Modul
         and "used by the Blender bridge" in json.loads(refused["content"][0]["text"])["error"]
     )
     assert bypassed["isError"] is False  # it ran, and the handler was put back after it
-    assert signal.getsignal(signal.SIGUSR2) is handler
+    assert signal.getsignal(signal.SIGUSR2) is interrupt._on_signal
+
+
+def _send_and_leave(bridge: Any, name: str, arguments: dict) -> None:
+    """A whole tools/call request, then the client closes without waiting for the answer."""
+    token = json.loads(bridge.runtime_file.read_text())["token"]
+    body, headers = modern_request("tools/call", {"name": name, "arguments": arguments})
+    head = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bridge.port}\r\nAuthorization: Bearer {token}\r\n{head}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", bridge.port), timeout=10) as sock:
+        sock.sendall(request)
+
+
+@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(
+    service: ModuleType, tmp_path: Path, main_thread: bool
+) -> None:
+    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=main_thread)
+    bridge = service.start(config)
+    late = "import bpy\nbpy.app.driver_namespace['hermes_test_late'] = True"
+
+    def ask() -> dict:
+        first = threading.Thread(
+            target=_call, args=(bridge, "execute_blender_code", {"code": "import time\ntime.sleep(1.5)"})
+        )
+        first.start()
+        time.sleep(0.3)  # the slow one holds the main thread now
+        _send_and_leave(bridge, "execute_blender_code", {"code": late})
+        first.join()
+        return _call(bridge, "execute_blender_code", {"code": "result = {'next': True}"})
+
+    bpy.app.driver_namespace.pop("hermes_test_late", None)
+    after = serve_while(bridge.dispatcher, ask, bridge.serve)
+    assert after["structuredContent"]["result"] == {"next": True}
+    assert "hermes_test_late" not in bpy.app.driver_namespace

@@ -184,3 +184,15 @@ def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(service: Modul
     first, second = serve_while(bridge.dispatcher, twice, bridge.serve)
     assert first["result"] == {"runs": 1, "leftover": False}
     assert second["result"] == {"runs": 2, "leftover": False}
+
+
+def test_the_compile_cache_keeps_small_sources_only(addon: ModuleType) -> None:
+    """40 distinct 10 MB scripts once kept 420 MB alive; now only sources of a few KiB are kept compiled."""
+    python_exec = importlib.import_module(f"{ADDON_MODULE}.tools.python_exec")
+    cache = python_exec._compiled_small
+    cache.cache_clear()
+    large = "result = {}\n" + "# padding\n" * (python_exec.CACHEABLE_SOURCE_CHARS // 10 + 1)
+    assert python_exec.execute(large, strict_json=True)["status"] == "ok"
+    assert cache.cache_info().currsize == 0
+    assert python_exec.execute("result = {}", strict_json=True)["status"] == "ok"
+    assert cache.cache_info().currsize == 1

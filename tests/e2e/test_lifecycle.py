@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -147,14 +148,26 @@ def test_a_newer_blender_takes_over_the_runtime_file_and_the_older_keeps_its_han
         assert not path.exists()
 
 
+_BUSY = {
+    "loop": "while True:\n    pass",
+    "swallowing": "import time\nwhile True:\n    try:\n        time.sleep(5)\n    except BaseException:\n        pass",
+    "ignoring SIGTERM": (
+        "import _signal, signal, time\n_signal.signal(int(signal.SIGTERM), _signal.SIG_IGN)\nwhile True:\n"
+        "    try:\n        time.sleep(5)\n    except BaseException:\n        pass"
+    ),
+}
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
+@pytest.mark.parametrize("busy", list(_BUSY))
 @pytest.mark.parametrize("how", ["SIGTERM", "stdin closed"])
 def test_a_bridge_busy_with_a_runaway_script_still_stops_cleanly(
-    own_blender: HeadlessBlender, how: str, tmp_path: Path
+    own_blender: HeadlessBlender, how: str, busy: str, tmp_path: Path
 ) -> None:
+    """Each of these once took 20-110 s or never stopped; stop() kills after 3 s, so exit 0 means it stopped itself."""
     client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
     started = tmp_path / "looping"
-    code = f"open({str(started)!r}, 'w').close()\nwhile True:\n    pass"
+    code = f"open({str(started)!r}, 'w').close()\n" + _BUSY[busy]
     answers: list[object] = []
 
     def runaway() -> None:
@@ -171,7 +184,26 @@ def test_a_bridge_busy_with_a_runaway_script_still_stops_cleanly(
         time.sleep(0.01)
     if how == "SIGTERM":
         os.kill(own_blender.pid, signal.SIGTERM)
-    exit_code = own_blender.stop(timeout=60)  # closes stdin too; forces only if neither stops it
+    exit_code = own_blender.stop()  # closes stdin too; kills only if neither stops it
     caller.join(60)
     assert exit_code == 0, own_blender.log_tail()
     assert not own_blender.runtime_file.exists() and answers
+
+
+def test_a_blender_held_in_c_that_must_be_killed_leaves_no_runtime_file(own_blender: HeadlessBlender) -> None:
+    """A C loop that never lets go of the GIL: nothing in Blender can act, so the supervisor kills it and
+    withdraws the file itself."""
+    client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+    code = "total = sum(range(10**12))"
+    caller = threading.Thread(target=lambda: _ignore_failure(client, code), daemon=True)
+    caller.start()
+    time.sleep(1.0)  # the call has reached Blender's main thread
+    pid = own_blender.pid
+    exit_code = own_blender.stop()
+    assert exit_code == -signal.SIGKILL and not own_blender.runtime_file.exists()
+    assert not (own_blender.runtime_file.parent / "servers" / f"{pid}.json").exists()
+
+
+def _ignore_failure(client: BridgeClient, code: str) -> None:
+    with contextlib.suppress(ToolCallFailed):
+        asyncio.run(client.call_tool("execute_blender_code", {"code": code}))
