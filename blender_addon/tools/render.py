@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
+import shutil
 import stat
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,10 +39,10 @@ PATH_SCHEMA = arguments(
 
 def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
-    path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
+    target = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     changes: dict[str, Any] = {
-        "render.filepath": str(path),
+        "render.filepath": str(target.scratch),
         "render.image_settings.file_format": "PNG",
         "render.use_file_extension": True,
     }
@@ -57,9 +61,10 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
             region = next(r for r in area.regions if r.type == "WINDOW")
             with bpy.context.temp_override(window=window, area=area, region=region):
                 bpy.ops.render.opengl(write_still=True)
-        return _result(scene, path, started, before, responsive=False)
+        return _result(scene, target, started, responsive=False)
     finally:
         _restore(scene, saved)
+        target.discard()
 
 
 def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
@@ -69,12 +74,12 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     interface and other calls go on meanwhile), with Blender's render window suppressed. EEVEE and
     Workbench hold the event loop whichever way they are started, so they render in place.
     """
-    path, before = _output_path(arguments["output_path"], arguments.get("overwrite", False))
+    target = _output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     render = scene.render
     scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
     changes: dict[str, Any] = {
-        "render.filepath": str(path),
+        "render.filepath": str(target.scratch),
         "render.image_settings.file_format": "PNG",
         "render.use_file_extension": True,
         "render.resolution_percentage": 100,
@@ -91,15 +96,17 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     if bpy.app.background or not cycles:
         try:
             _render()
-            return _result(scene, path, started, before, responsive=False)
+            return _result(scene, target, started, responsive=False)
         finally:
             _restore(scene, saved)
+            target.discard()
     preferences = bpy.context.preferences
     shown = _apply(preferences, {"view.render_display_type": "NONE"})  # no "Blender Render" window left behind
 
     def restore() -> None:
         _restore(scene, saved)
         _restore(preferences, shown)
+        target.discard()
 
     try:
         _render("INVOKE_DEFAULT")
@@ -111,7 +118,7 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
         if bpy.app.is_job_running("RENDER"):
             return None
         try:
-            return _result(scene, path, started, before, responsive=True)
+            return _result(scene, target, started, responsive=True)
         finally:
             restore()
 
@@ -127,8 +134,56 @@ def _render(*how: str) -> None:
         raise ToolError(f"Blender could not render: {reason}", state="tool_failed") from None
 
 
-def _output_path(raw: str, overwrite: bool) -> tuple[Path, int | None]:
-    """The file a render will write, exactly; and the mtime of the file it replaces, if any.
+class _Target:
+    """Where a render goes: Blender writes a scratch file in a private folder, which is then renamed into place.
+
+    Blender opens its output path when the render ends, seconds or minutes after the path was checked; in a
+    folder others may write to, the file could by then be a symlink to anything this user may write. A
+    rename replaces whatever name is at the target and follows no link, so only the checked name is written.
+    """
+
+    def __init__(self, path: Path, overwrite: bool) -> None:
+        self.path = path
+        self.overwrite = overwrite
+        self._folder = Path(tempfile.mkdtemp(prefix="hermes-render-"))  # 0700, in the user's temp folder
+        self.scratch = self._folder / path.name
+
+    def place(self) -> bool:
+        """Move the finished render into place; False when Blender wrote nothing."""
+        if not self.scratch.is_file():
+            return False
+        if not self.overwrite and os.path.lexists(self.path):
+            raise ToolError(
+                f"{self.path} appeared while the render ran; it was left alone (pass overwrite: true to replace it).",
+                state="file_exists",
+                filepath=str(self.path),
+            )
+        try:
+            os.replace(self.scratch, self.path)
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            self._copy_across()
+        return True
+
+    def _copy_across(self) -> None:
+        """The temp folder is on another file system: copy beside the target, under a new name, then rename."""
+        fd, name = tempfile.mkstemp(prefix=".hermes-render-", suffix=".png", dir=self.path.parent)  # O_EXCL
+        try:
+            with open(fd, "wb") as out, open(self.scratch, "rb") as source:
+                shutil.copyfileobj(source, out)
+            os.chmod(name, stat.S_IMODE(os.stat(self.scratch).st_mode))  # as Blender made it, not mkstemp's 0600
+            os.replace(name, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+
+    def discard(self) -> None:
+        shutil.rmtree(self._folder, ignore_errors=True)
+
+
+def _output_path(raw: str, overwrite: bool) -> _Target:
+    """The file a render will write, exactly.
 
     Refused: NUL bytes and lone surrogates (Blender would write elsewhere), paths as long as its
     buffer or longer (cut short silently), symlinks and anything that is not a regular file
@@ -151,22 +206,23 @@ def _output_path(raw: str, overwrite: bool) -> tuple[Path, int | None]:
         raise ToolError(f"The folder {path.parent} does not exist.", state="invalid_path")
     if path.is_symlink():
         raise _invalid(raw, f"names a symlink ({path}); give the real file's path")
-    if not path.exists():
-        return path, None
-    info = path.stat()
-    if not stat.S_ISREG(info.st_mode):
-        raise _invalid(raw, f"names something that is not a regular file ({path})")
-    if not overwrite:
-        raise ToolError(f"{path} exists; pass overwrite: true to replace it.", state="file_exists", filepath=str(path))
-    return path, info.st_mtime_ns
+    if path.exists():
+        if not stat.S_ISREG(path.stat().st_mode):
+            raise _invalid(raw, f"names something that is not a regular file ({path})")
+        if not overwrite:
+            raise ToolError(
+                f"{path} exists; pass overwrite: true to replace it.", state="file_exists", filepath=str(path)
+            )
+    return _Target(path, overwrite)
 
 
 def _invalid(raw: str, why: str) -> ToolError:
     return ToolError(f"output_path {why}: {raw[:200]!r}.", state="invalid_path")
 
 
-def _result(scene: Any, path: Path, started: float, before: int | None, *, responsive: bool) -> dict[str, Any]:
-    if not path.is_file() or path.stat().st_mtime_ns == before:
+def _result(scene: Any, target: _Target, started: float, *, responsive: bool) -> dict[str, Any]:
+    path = target.path
+    if not target.place():
         raise ToolError(
             f"Blender finished rendering but wrote no file at {path}; its reason is in Blender's status bar "
             "and Info editor.",
