@@ -132,6 +132,8 @@ def _serve(args: argparse.Namespace) -> int:
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
     stop = _stop_requests()  # before Blender starts: a signal during start-up must still stop it cleanly
+    if args.log_file == _default_serve_log():
+        _private_folder(args.log_file.parent)
     blender = HeadlessBlender(runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file)
     try:
         with blender:
@@ -298,7 +300,14 @@ def _require_bpy() -> None:
         )
 
 
+def _private_folder(folder: Path) -> None:
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if sys.platform != "win32" and folder.stat().st_uid == os.geteuid():
+        folder.chmod(0o700)
+
+
 def _default_serve_log() -> Path:
+    """In a folder of its own, made owner-only (a log of a chosen path leaves its folder as it is)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "hermes-blender" / "serve.log"
 

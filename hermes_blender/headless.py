@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from .console_log import ConsoleLog
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, published_fields, read_live_endpoint
 from .errors import HeadlessStartError, LiveEndpointUnavailable
@@ -54,6 +55,7 @@ class HeadlessBlender:
         self._log_file = log_file
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
         self._process: subprocess.Popen[bytes] | None = None
+        self._console: ConsoleLog | None = None
         self.endpoint: LiveEndpoint | None = None
 
     @property
@@ -87,16 +89,16 @@ class HeadlessBlender:
         command += ["--", "--port", str(self._port), "--runtime-file", str(self.runtime_file), "--stop-on-stdin-eof"]
         command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         env = {**os.environ, "BLENDER_USER_RESOURCES": str(work / "user"), "PYTHONUNBUFFERED": "1"}
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
+        self._console = ConsoleLog(self.log_path)
         try:
             self._process = subprocess.Popen(
-                command, stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=work
+                command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=work
             )
         except OSError as exc:
+            self._console.close()
             raise HeadlessStartError(f"cannot start {sys.executable}: {exc}") from exc
-        finally:
-            log.close()
+        assert self._process.stdout is not None
+        self._console.follow(self._process.stdout)
         self.endpoint = self._wait_until_published()
         return self.endpoint
 
@@ -107,6 +109,8 @@ class HeadlessBlender:
         while time.monotonic() < deadline:
             code = self._process.poll()
             if code is not None:
+                if self._console is not None:
+                    self._console.close()  # all it printed is in the log before the tail is read
                 raise HeadlessStartError(f"Blender exited with code {code} before serving:\n{self.log_tail()}")
             try:
                 endpoint = read_live_endpoint(spec, HostFacts())
@@ -140,12 +144,14 @@ class HeadlessBlender:
             except OSError:
                 pass
         try:
-            return process.wait(timeout)
+            code = process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             code = process.wait()
             withdraw_for(self.runtime_file, process.pid)
-            return code
+        if self._console is not None:
+            self._console.close()
+        return code
 
     def log_tail(self, lines: int = 30) -> str:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -225,3 +226,26 @@ def test_a_record_that_names_another_pid_than_its_file_is_ignored(tmp_path: Path
     _publish(path, os.getpid(), 1)
     (path.parent / "servers" / "1.json").write_text(json.dumps({"pid": os.getpid(), "http": "http://127.0.0.1:9"}))
     assert [record["http"] for record in runtime_file.live_instances(path)] == ["http://127.0.0.1:1"]
+
+
+def test_without_hard_links_a_stopping_blender_never_removes_the_file_that_names_another(
+    tmp_path: Path, live_pids: tuple[int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """FAT and exFAT (a user folder on a USB disk, some network shares) refuse link() with EPERM."""
+
+    def no_links(*_: object, **__: object) -> None:
+        raise PermissionError(errno.EPERM, "Operation not permitted")
+
+    monkeypatch.setattr(runtime_file.os, "link", no_links)
+    path = tmp_path / "server.json"
+    older, newer = live_pids
+    _publish(path, older, 1)
+    _publish(path, newer, 2)
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=older) is False
+    assert json.loads(path.read_text())["pid"] == newer  # put back by a rename, not lost
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:2", pid=newer) is True
+    assert not path.exists()
+    _publish(path, older, 1)
+    _publish(path, os.getpid(), 3)
+    assert runtime_file.withdraw(path, url="http://127.0.0.1:3", pid=os.getpid()) is True
+    assert json.loads(path.read_text())["pid"] == older  # promotion works without links too
