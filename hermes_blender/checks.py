@@ -9,7 +9,6 @@ from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
@@ -109,7 +108,6 @@ def _server_status(
 
 
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
-    _require_blender_on(endpoint, _port(endpoint.url))
     client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
     asyncio.run(client.list_tools())
 
@@ -138,12 +136,6 @@ def _require_blender_on(endpoint: LiveEndpoint, port: int) -> None:
     problem = serving_blender_problem(endpoint.pid, port)
     if problem is not None:
         raise ToolCallFailed(problem)
-
-
-def _port(url: str) -> int:
-    port = urlsplit(url).port
-    assert port is not None  # endpoint_url() guarantees an explicit port
-    return port
 
 
 def _with_log_path(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:

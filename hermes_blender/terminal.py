@@ -2,16 +2,18 @@
 
 Object names come from a .blend anyone could have made, and the runtime file from any process
 of this user. Printed raw, a name could end a line and forge a "ready" verdict, or carry escape
-sequences that retitle the terminal or move the cursor. Every such character is shown as a
-visible escape instead.
+sequences that retitle the terminal or move the cursor, or bidirectional controls (U+202E) that
+show a line in another order than it is. Every such character is shown as a visible escape instead.
 """
 
 from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_CONTROL_OR_LINE_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_FORMAT = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+"""Invisible format characters: bidirectional embeddings, overrides and isolates, zero-width marks."""
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
+_CONTROL_OR_LINE_BREAK = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}]")
 
 
 def _escape(found: re.Match[str]) -> str:

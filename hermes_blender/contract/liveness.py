@@ -106,6 +106,12 @@ class LiveEndpoint:
     pid: int
     runtime_file: Path
 
+    @property
+    def port(self) -> int:
+        port = urlsplit(self.url).port
+        assert port is not None  # endpoint_url() guarantees an explicit port
+        return port
+
     def headers(self) -> dict[str, str]:
         """The Authorization header, or none for a token-less (auth-disabled) build."""
         return {"Authorization": f"Bearer {self.token.reveal()}"} if self.token else {}

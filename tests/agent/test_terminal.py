@@ -26,3 +26,9 @@ def test_a_hostile_object_name_stays_on_its_own_line_with_its_controls_visible()
 def test_printable_keeps_our_own_line_breaks_and_escapes_every_other_control() -> None:
     assert printable("a\tb\nc\x1b[31md\x00") == "a\tb\nc\\x1b[31md\\x00"
     assert one_line("a\nb\tc") == "a\\x0ab\\x09c"
+
+
+def test_bidirectional_and_zero_width_characters_are_shown_not_obeyed() -> None:
+    """U+202E would print 'ready' for a line that says something else; each such character is an escape."""
+    for text in (printable, one_line):
+        assert text("log\u202eydaer\u2066x\u200by\ufeff") == "log\\u202eydaer\\u2066x\\u200by\\ufeff"

@@ -122,3 +122,37 @@ def test_ctrl_c_while_blender_starts_is_a_clean_stop_not_a_start_failure(tmp_pat
         os.killpg(serve.pid, signal.SIGINT)
         code = serve.wait(60)
     _assert_clean_stop(serve, code, tmp_path)
+
+
+_LISTENER = """
+import socket, sys
+server = socket.create_server(("127.0.0.1", 0))
+print(server.getsockname()[1], flush=True)
+conn, _ = server.accept()
+open(sys.argv[1], "wb").write(conn.recv(65536))
+"""
+
+
+def test_call_never_sends_the_token_to_a_process_that_is_not_the_blender_owning_the_port(tmp_path: Path) -> None:
+    """A stale file whose pid is alive but now another program, listening on the old port: the token stays home."""
+    received = tmp_path / "received"
+    stranger = subprocess.Popen([sys.executable, "-c", _LISTENER, str(received)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert stranger.stdout is not None
+        port = int(stranger.stdout.readline())
+        token = "t" * 43
+        runtime_file = tmp_path / "server.json"
+        runtime_file.write_text(json.dumps({"http": f"http://127.0.0.1:{port}", "token": token, "pid": stranger.pid}))
+        run = subprocess.run(
+            [*CLI, "call", "get_objects_summary", "--runtime-file", str(runtime_file)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        stranger.kill()
+        stranger.wait()
+    assert run.returncode == 3, run.stderr
+    assert "is not a Blender process" in run.stderr and "nothing was sent" in run.stderr
+    assert "Traceback" not in run.stderr and token not in run.stderr + run.stdout
+    assert not received.exists()

@@ -188,12 +188,12 @@ def test_a_hostile_field_in_the_runtime_file_cannot_forge_status_lines(
 ) -> None:
     record = json.loads(machine.runtime_file.read_text())
     record.pop("lab", None)
-    record["lab_error"] = "\x1b]0;owned\x07\x1b[2J\nready"
+    record["lab_error"] = "\x1b]0;owned\x07\x1b[2J\nready\u202eydaer"
     machine.runtime_file.write_text(json.dumps(record))
     code, text, _ = machine.status("--server", "blender_lab")
     assert code == 3 and "\x1b" not in text and "\x07" not in text
     assert text.splitlines().count("ready") == 0 and text.rstrip().endswith("not ready")
-    assert "\\x1b]0;owned\\x07\\x1b[2J\\x0aready" in text
+    assert "\\x1b]0;owned\\x07\\x1b[2J\\x0aready\\u202eydaer" in text and "\u202e" not in text
 
 
 @pytest.mark.parametrize("impostor", ["a live process that is not Blender", "pid 1"])
