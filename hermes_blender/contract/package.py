@@ -98,6 +98,8 @@ def _read_object(path: Path, label: str) -> dict[str, Any]:
         value = json.loads(path.read_text(encoding="utf-8-sig"))
     except (OSError, UnicodeError, ValueError) as exc:
         raise ContractError(f"{label} is not valid readable JSON: {exc}") from None
+    except RecursionError:
+        raise ContractError(f"{label} is nested too deeply to be a plugin file") from None
     if not isinstance(value, dict):
         raise ContractError(f"{label} must contain a JSON object")
     return value
@@ -274,6 +276,8 @@ def skill_front_matter(skill_md: Path) -> dict[str, Any]:
         parsed = yaml.safe_load(content[3 : end.start() + 3])
     except yaml.YAMLError as exc:
         raise ValueError(f"invalid YAML frontmatter: {exc}") from None
+    except RecursionError:
+        raise ValueError("YAML frontmatter is nested too deeply") from None
     if not isinstance(parsed, dict):
         raise ValueError("YAML frontmatter must be an object")
     return parsed

@@ -54,7 +54,9 @@ def test_the_skill_quotes_what_the_model_really_receives_and_names_the_real_relo
         ("name: blender\ndescription: x\ncompatibility: ''", "compatibility must be a string of 1 to 500"),
         ("name: blender\ndescription: x\nmetadata: {a: 1}", "metadata must map string keys to string values"),
         ("name: blender\ndescription: [unclosed", "invalid YAML frontmatter"),
+        ("name: blender\ndescription: x\nmetadata: " + "[" * 5000 + "]" * 5000, "nested too deeply"),
     ],
+    ids=["name", "folder", "description", "long", "compatibility", "metadata", "yaml", "deep"],
 )
 def test_a_broken_front_matter_in_a_copy_is_rejected(plugin_copy, front_matter: str, rule: str) -> None:
     root = plugin_copy(None)
@@ -73,4 +75,11 @@ def test_a_skill_that_links_outside_the_plugin_root_is_refused(plugin_copy, tmp_
     (outside / "SKILL.md").write_text("---\nname: leak\ndescription: x\n---\n")
     (root / "skills" / "leak").symlink_to(outside, target_is_directory=True)
     with pytest.raises(ContractError, match="skill:leak: SKILL.md must be a regular in-root file"):
+        validate(root, LINUX)
+
+
+def test_a_plugin_json_nested_too_deeply_is_a_clear_refusal(plugin_copy) -> None:
+    root = plugin_copy(None)
+    (root / "plugin.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(ContractError, match="nested too deeply"):
         validate(root, LINUX)
