@@ -129,6 +129,11 @@ class Job:
             finally:
                 self._done.set()
 
+    @property
+    def thread(self) -> int:
+        """The thread running the job (0 before it starts)."""
+        return self._thread
+
     def stopping(self) -> bool:
         """Whether the running job is being interrupted (the signal handler and the line policer ask)."""
         return self._interrupted and self._state == _RUNNING
@@ -160,6 +165,7 @@ class Dispatcher:
         self._running: Job | None = None
         self._inline_thread: int | None = None
         self._wakers: list[Callable[[], None]] = []
+        self._stop_when_idle = False
 
     def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
         """`fn()` run on the main thread: in place on the thread serving `inline()`, else queued for the pump.
@@ -205,7 +211,13 @@ class Dispatcher:
                 job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
 
     def stop_requested(self) -> bool:
-        return self._stop.is_set()
+        return self._stop.is_set() or (self._stop_when_idle and self._running is None)
+
+    def stop_after_job(self) -> None:
+        """Like `request_stop`, but the running job is left to finish and answer (it asked for the stop itself)."""
+        self._stop_when_idle = True
+        for wake in self._wakers:
+            wake()
 
     def on_stop(self, wake: Callable[[], None]) -> None:
         """Have `request_stop` also call `wake` (which must be safe from a signal handler)."""
@@ -224,6 +236,11 @@ class Dispatcher:
     def running(self) -> bool:
         """Whether a job is running on the main thread now."""
         return self._running is not None
+
+    def in_job(self) -> bool:
+        """Whether the caller is inside the running job (its code called back into the bridge)."""
+        job = self._running
+        return job is not None and job.thread == threading.get_ident()
 
     def queued(self) -> int:
         """How many jobs wait for the main thread (approximate while threads submit)."""

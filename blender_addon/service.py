@@ -154,6 +154,10 @@ class Bridge:
     def dispatcher(self) -> dispatch.Dispatcher:
         return self._dispatcher
 
+    @property
+    def gui(self) -> bool:
+        return self._config.gui
+
     def takeover_note(self) -> str | None:
         """A sentence for the user when starting replaced another bridge's runtime file."""
         publication = self.publication
@@ -361,8 +365,19 @@ def start(config: BridgeConfig, dispatcher: dispatch.Dispatcher | None = None) -
 
 
 def stop() -> None:
-    """Stop the running bridge, if any. Idempotent."""
+    """Stop the running bridge, if any. Idempotent.
+
+    Called from inside a job (agent code that disables the add-on), the stop waits for that job's answer to be
+    sent: the loop that serves it ends after this turn and its caller stops the bridge (background), or a timer
+    does once the job is done (GUI). Closing the listeners under the job would drop its answer.
+    """
     global _active
+    if _active is not None and _active.dispatcher.in_job():
+        if _active.gui:
+            bpy.app.timers.register(stop, first_interval=0.0)
+        else:
+            _active.dispatcher.stop_after_job()
+        return
     bridge, _active = _active, None
     if bridge is None:
         return

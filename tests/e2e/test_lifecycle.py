@@ -13,11 +13,13 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
-from hermes_blender.client import BridgeClient
+from hermes_blender.blender_host import ADDON_MODULE
+from hermes_blender.client import BridgeClient, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.errors import HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
 from hermes_blender.headless import HeadlessBlender
@@ -207,3 +209,20 @@ def test_a_blender_held_in_c_that_must_be_killed_leaves_no_runtime_file(own_blen
 def _ignore_failure(client: BridgeClient, code: str) -> None:
     with contextlib.suppress(ToolCallFailed):
         asyncio.run(client.call_tool("execute_blender_code", {"code": code}))
+
+
+def test_agent_code_that_disables_the_addon_gets_its_answer_and_blender_stops_cleanly(
+    own_blender: HeadlessBlender,
+) -> None:
+    """One POST: a session-keeping client would then find the bridge gone, which is the point."""
+    record = json.loads(own_blender.runtime_file.read_text())
+    code = f"import addon_utils\naddon_utils.disable({ADDON_MODULE!r})\nresult = {{'disabled': True}}"
+    body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}})
+    request = urllib.request.Request(
+        record["http"] + "/mcp", data=body, headers={**headers, "Authorization": f"Bearer {record['token']}"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())["result"]
+    assert answer["isError"] is False and answer["structuredContent"]["result"] == {"disabled": True}
+    assert own_blender.stop() == 0, own_blender.log_tail()  # it had stopped serving; stop() only collects it
+    assert not own_blender.runtime_file.exists()
