@@ -90,7 +90,10 @@ class Bridge:
         self._pid = os.getpid()
         protocol = McpProtocol(self, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
         app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
-        self._loop = MainLoop() if config.main_thread else None
+        try:
+            self._loop = MainLoop() if config.main_thread else None
+        except OSError as exc:
+            raise BridgeError(f"could not start listening: {exc}") from exc
         self._listeners = self._loop or ThreadedListeners()
         try:
             self._address = self._listeners.listen(
@@ -99,21 +102,25 @@ class Bridge:
                 partial(HttpConversation, app=app, limits=config.http_limits, gate=app.gate),
                 name="hermes-mcp",
             )
-        except BridgeError:
-            self._listeners.close()
+            self.url = f"http://{LOOPBACK_HOST}:{self.port}"
+            self._lab_address: tuple[str, int] | None = None
+            self.lab_error: str | None = None
+            if config.lab_port is not None:
+                self._start_lab(config.lab_port)
+            self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
+            self.publication = self._publish()
+        except BaseException as exc:
+            self._stop_listeners()  # nothing half-started keeps listening
+            if isinstance(exc, (OSError, RuntimeError)):  # out of descriptors, no thread could be started
+                raise BridgeError(f"could not start listening: {exc}") from exc
             raise
-        self.url = f"http://{LOOPBACK_HOST}:{self.port}"
-        self._lab_address: tuple[str, int] | None = None
-        self.lab_error: str | None = None
-        if config.lab_port is not None:
-            self._start_lab(config.lab_port)
-        self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
+
+    def _publish(self) -> runtime_file.Publication:
         try:
-            self.publication = runtime_file.publish(
+            return runtime_file.publish(
                 self.runtime_file, url=self.url, token=self._token.reveal(), pid=self._pid, extra=self._extra_fields()
             )
         except OSError as exc:
-            self._stop_listeners()
             raise BridgeError(f"cannot write the runtime file {self.runtime_file}: {exc.strerror or exc}") from exc
 
     def _start_lab(self, port: int) -> None:

@@ -92,13 +92,21 @@ class TcpListener:
         """Every connection thread not yet collected: one that has just left `_connections` is still joined."""
         self._stopping = threading.Event()
         self._wait = wait or self._stopping.wait
-        self._wake_r, self._wake_w = socket.socketpair()
-        # Made here, not in the thread: a failure (out of descriptors) is the caller's error, not a silent dead loop.
-        self._selector = selectors.DefaultSelector()
-        self._selector.register(self._sock, selectors.EVENT_READ)
-        self._selector.register(self._wake_r, selectors.EVENT_READ)
-        self._accept_thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
-        self._accept_thread.start()
+        # Made here, not in the thread: a failure (out of descriptors, no thread) is the caller's error, not a
+        # silent dead loop, and it leaves nothing listening.
+        try:
+            self._wake_r, self._wake_w = socket.socketpair()
+            self._selector = selectors.DefaultSelector()
+            self._selector.register(self._sock, selectors.EVENT_READ)
+            self._selector.register(self._wake_r, selectors.EVENT_READ)
+            self._accept_thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept", daemon=True)
+            self._accept_thread.start()
+        except BaseException:
+            self._sock.close()
+            for end in ("_wake_r", "_wake_w"):
+                if hasattr(self, end):
+                    getattr(self, end).close()
+            raise
 
     @property
     def address(self) -> tuple[str, int]:

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import importlib
 import json
 import threading
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import psutil
 import pytest
+
+from hermes_blender.blender_host import ADDON_MODULE
 
 from .conftest import serve_while
 
@@ -48,3 +53,31 @@ def test_two_hundred_start_stop_cycles_leak_no_threads_sockets_or_files(
     assert threading.active_count() == threads
     assert process.num_fds() == fds
     assert len(process.net_connections()) == connections
+
+
+def _listening_ports() -> set[int]:
+    return {c.laddr.port for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN}
+
+
+def test_a_start_that_fails_after_the_mcp_listener_is_up_leaves_nothing_listening_and_says_why(
+    service: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Blender Lab listener cannot get its wake-up pair (out of descriptors) once the MCP one already listens."""
+    listener = importlib.import_module(f"{ADDON_MODULE}.net.listener")
+    real = listener.socket.socketpair
+    calls: list[int] = []
+
+    def second_fails(*args: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return real(*args)
+
+    monkeypatch.setattr(listener.socket, "socketpair", second_fails)
+    before = _listening_ports()
+    config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0)
+    with pytest.raises(service.BridgeError, match="Too many open files"):
+        service.start(config)
+    assert _listening_ports() == before and len(calls) == 2
+    assert "Too many open files" in service.last_error
+    assert not (tmp_path / "s.json").exists()
