@@ -11,9 +11,10 @@ the wait ended, and a bare `except:` swallowed it for good. So an interrupt here
 - From the first interrupt until the job ends, every line of agent-written code (compiled as
   AGENT_CODE) raises JobInterrupted again (`sys.monitoring` LINE events, Python 3.12+), so
   catching it only reaches the next line. Other code is left alone: a raise inside a library's
-  callback or finaliser would only be printed and ignored, and the repeated signal still reaches it. On Python 3.11 (Blender 4.5) a trace function does the same, but CPython
-  switches it off once it raised, so there one `except` may swallow an interrupt and the repeated
-  signal (every 50 ms) catches the code at its next wait.
+  callback or finaliser would only be printed and ignored, and the repeated signal still reaches
+  it. Python 3.11 (Blender 4.5) has no `sys.monitoring` (and `sys.settrace`, which CPython switches
+  off once its function raised, misbehaved under repeated signals there): only the repeated signal
+  acts, so code that catches every exception and loops back into a wait can outlast it.
 - Blender's own C code (a render, an operator) runs to its end whatever Python does: the caller
   is told `still_running`.
 
@@ -130,8 +131,6 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         return  # it arrived between jobs: nothing to stop
     if frame is not None and frame.f_code.co_filename == __file__:
         return  # inside `policed` itself, which puts things back: the next repeat or line catches the job
-    if _tool_id is None:
-        _trace_from(frame)
     raise JobInterrupted
 
 
@@ -150,28 +149,6 @@ def _police_lines(on: bool) -> None:
         _MONITORING.set_events(_tool_id, _MONITORING.events.LINE if on else 0)
         if not on:
             _MONITORING.restart_events()  # lines switched off with DISABLE are watched again next time
-    elif not on and threading.get_ident() == _current_thread:
-        sys.settrace(None)
-
-
-def _trace_from(frame: FrameType | None) -> None:
-    """Python 3.11: trace every line of the job's frames, and of the frames it calls, from here on."""
-    sys.settrace(_trace_call)
-    while frame is not None:
-        if frame.f_code.co_filename == AGENT_CODE:
-            frame.f_trace = _trace_line
-        frame = frame.f_back
-
-
-def _trace_call(frame: FrameType, event: str, arg: object) -> Any:
-    return _trace_line if frame.f_code.co_filename == AGENT_CODE else None
-
-
-def _trace_line(frame: FrameType, event: str, arg: object) -> Any:
-    job = _current
-    if event == "line" and job is not None and job.stopping():
-        raise JobInterrupted
-    return _trace_line
 
 
 def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:

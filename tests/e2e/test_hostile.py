@@ -18,7 +18,7 @@ import pytest
 
 from hermes_blender.client import BridgeClient, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
-from hermes_blender.errors import ToolCallFailed
+from hermes_blender.errors import LiveEndpointUnavailable
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.lab import lab_execute
 
@@ -201,8 +201,9 @@ def test_a_stale_runtime_file_whose_pid_belongs_to_another_process_fails_fast_an
             json.dumps({"http": f"http://127.0.0.1:{port}", "token": "stale-token-0123456789", "pid": stranger.pid})
         )
         client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), timeout=10)
-        with pytest.raises(ToolCallFailed, match=f"127.0.0.1:{port}"):  # a refused connection, named
-            asyncio.run(client.call_tool("get_objects_summary"))
+        with pytest.raises(LiveEndpointUnavailable, match=f"pid {stranger.pid} .* is not a Blender process") as caught:
+            asyncio.run(client.call_tool("get_objects_summary"))  # refused before any byte is sent
+        assert caught.value.state == "endpoint_unavailable"
     finally:
         stranger.kill()
         stranger.wait()

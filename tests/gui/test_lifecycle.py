@@ -183,3 +183,29 @@ def test_a_second_blender_takes_the_runtime_file_and_hands_it_back_when_it_quits
         second.kill()
     assert read_live_endpoint(own_gui.spec).pid == own_gui.pid  # handed back: Hermes reaches the first again
     assert own_gui.probe(NOTE) is None
+
+
+SHORT_DEADLINE = (
+    "import dataclasses, sys\n"
+    "service, prefs = sys.modules['hermes_bridge.service'], sys.modules['hermes_bridge.prefs']\n"
+    "service.start(dataclasses.replace(prefs.config(), job_timeout=2.0))\n"
+    "result = service.active().gui"
+)
+GUI_HOLDS = {
+    "subprocess": "import subprocess\nsubprocess.run(['sleep', '600'])",
+    "sleep": "import time\ntime.sleep(600)",
+    "swallowing": "import time\nwhile True:\n    try:\n        time.sleep(5)\n    except BaseException:\n        pass",
+}
+
+
+def test_in_the_gui_a_job_that_waits_or_swallows_the_interrupt_ends_at_its_deadline(own_gui: GuiBlender) -> None:
+    """The timer pump's path: the job runs on the interface's main thread, its caller waits on a connection thread."""
+    assert own_gui.probe(SHORT_DEADLINE) is True  # the same GUI bridge, with a deadline a test can wait for
+    own_gui.wait_for_bridge()
+    monitoring = own_gui.probe("import sys\nresult = hasattr(sys, 'monitoring')")
+    holds = GUI_HOLDS if monitoring else {k: v for k, v in GUI_HOLDS.items() if k != "swallowing"}  # README > Security
+    for name, code in holds.items():
+        result = own_gui.call("execute_blender_code", {"code": code + "\nresult = {'finished': True}"})
+        assert result.is_error and result.data()["state"] == "interrupted", (name, result.data())
+    assert own_gui.code("result = {'next': True}") == {"next": True}
+    assert own_gui.probe("result = 1") == 1  # the interface's loop goes on
