@@ -13,6 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import bpy
+import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import modern_request
@@ -22,6 +23,7 @@ from .conftest import serve_while
 
 DEFERRED = """
 import bpy
+import pytest
 bpy.app.driver_namespace['polls'] = 0
 def check_is_finished():
     bpy.app.driver_namespace['polls'] += 1
@@ -30,6 +32,7 @@ result = {}
 """
 NEVER = """
 import bpy
+import pytest
 bpy.app.driver_namespace['polls'] = 0
 def check_is_finished():
     bpy.app.driver_namespace['polls'] += 1
@@ -196,3 +199,27 @@ def test_the_compile_cache_keeps_small_sources_only(addon: ModuleType) -> None:
     assert cache.cache_info().currsize == 0
     assert python_exec.execute("result = {}", strict_json=True)["status"] == "ok"
     assert cache.cache_info().currsize == 1
+
+
+@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
+    service: ModuleType, tmp_path: Path, main_thread: bool
+) -> None:
+    config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, main_thread=main_thread)
+    bridge = service.start(config)
+    port = _lab_port(bridge)
+    late = "import bpy\nbpy.app.driver_namespace['hermes_test_late_lab'] = True\nresult = {}"
+
+    def ask() -> dict[str, Any]:
+        slow = threading.Thread(target=lab_execute, args=(port, "import time\ntime.sleep(1.5)\nresult = {}"))
+        slow.start()
+        time.sleep(0.3)  # the slow one holds the main thread now
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(json.dumps({"type": "execute", "code": late, "strict_json": True}).encode() + b"\0")
+        slow.join()
+        return lab_execute(port, "result = {'next': True}")
+
+    bpy.app.driver_namespace.pop("hermes_test_late_lab", None)
+    after = serve_while(bridge.dispatcher, ask, bridge.serve if main_thread else None)
+    assert after == {"status": "ok", "result": {"next": True}}
+    assert "hermes_test_late_lab" not in bpy.app.driver_namespace
