@@ -215,6 +215,7 @@ def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
         slow.start()
         time.sleep(0.3)  # the slow one holds the main thread now
         with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            time.sleep(0.3)  # admitted by the peer check while still here (threads), or still waiting to be (loop)
             sock.sendall(json.dumps({"type": "execute", "code": late, "strict_json": True}).encode() + b"\0")
         slow.join()
         return lab_execute(port, "result = {'next': True}")
