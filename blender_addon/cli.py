@@ -8,6 +8,7 @@ with the same arguments.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -65,11 +66,13 @@ def run(argv: list[str]) -> int:
         withdrawn and the process ends anyway, so a stop never takes longer than that or leaves the file.
         """
         if not dispatcher.stop_requested():
-            threading.Thread(target=_exit_if_still_serving, args=(served,), name="hermes-stop", daemon=True).start()
+            with contextlib.suppress(RuntimeError):  # a signal and stdin's end may both get here first
+                deadman.start()
         dispatcher.request_stop()
         dispatcher.interrupt_running()
 
     served = threading.Event()
+    deadman = threading.Thread(target=_exit_if_still_serving, args=(served,), name="hermes-stop", daemon=True)
 
     restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
     try:
@@ -93,6 +96,8 @@ def run(argv: list[str]) -> int:
         restore()
         service.stop()
         served.set()
+        if deadman.is_alive():
+            deadman.join()  # a thread still alive at exit hangs bpy 4.5's own teardown (seen: 4 exits of 5)
         print(f"{COMMAND}: stopped", flush=True)
     return 0
 

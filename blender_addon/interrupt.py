@@ -49,6 +49,8 @@ class Stoppable(Protocol):
 
 _current: Stoppable | None = None
 _current_thread = 0
+_raised = False
+"""Whether the running job has had its JobInterrupted raised by the signal handler."""
 _guarded: dict[int, Handler] = {}
 """Signals whose handlers the bridge set, and those handlers: restored after every job."""
 _original_signal = signal.signal
@@ -100,8 +102,8 @@ class policed:
         self._job = job
 
     def __enter__(self) -> None:
-        global _current, _current_thread
-        _current, _current_thread = self._job, threading.get_ident()
+        global _current, _current_thread, _raised
+        _current, _current_thread, _raised = self._job, threading.get_ident(), False
         signal.signal = _refusing_signal
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
@@ -126,11 +128,15 @@ def _refusing_signal(signum: int, handler: Handler) -> Handler:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    """Raise once wherever the job is; after that only in agent code that caught it and went on. A second raise
+    while the first unwinds would land in the bridge's own clean-up (stdout, the operator guard) and cut it short."""
+    global _raised
     job = _current
     if job is None or not job.stopping() or threading.get_ident() != _current_thread:
         return  # it arrived between jobs: nothing to stop
-    if frame is not None and frame.f_code.co_filename == __file__:
-        return  # inside `policed` itself, which puts things back: the next repeat or line catches the job
+    if _raised and (frame is None or frame.f_code.co_filename != AGENT_CODE):
+        return
+    _raised = True
     raise JobInterrupted
 
 

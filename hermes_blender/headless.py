@@ -20,18 +20,25 @@ from .console_log import ConsoleLog
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, published_fields, read_live_endpoint
 from .errors import HeadlessStartError, LiveEndpointUnavailable
+from .instances import instance_spec
 from .resources import ADDON_SOURCE
 
 STOP_TIMEOUT = 3.0
-"""Seconds a stopping Blender gets before it is killed: the bridge's own stop takes at most about one."""
+"""Seconds a stopping bridge gets before Blender is killed: the bridge's own stop takes at most about one."""
+EXIT_TIMEOUT = 30.0
+"""Seconds a Blender whose bridge has stopped gets to exit (Blender's own teardown, slow on a loaded machine)."""
 
 
 def withdraw_for(runtime_file: Path, pid: int) -> None:
     """After a kill: remove the runtime file and the bridge's own record if they still name `pid`."""
-    for path in (runtime_file, runtime_file.parent / "servers" / f"{pid}.json"):
+    for path in (runtime_file, _own_record(runtime_file, pid)):
         if published_fields(path).get("pid") == pid:
             with contextlib.suppress(OSError):
                 path.unlink()
+
+
+def _own_record(runtime_file: Path, pid: int) -> Path:
+    return Path(instance_spec(RuntimeFileSpec(path=str(runtime_file)), pid).path)
 
 
 class HeadlessBlender:
@@ -133,7 +140,8 @@ class HeadlessBlender:
 
         The bridge ends a stop within a second even when a job will not (it withdraws its file and exits), but
         not when a job holds Python itself (a C loop that never lets go of the GIL, or code that ignores the
-        stop): then Blender is killed and its runtime file withdrawn here, so none is left behind.
+        stop): then, `timeout` seconds on, Blender is killed and its runtime file withdrawn here, so none is left
+        behind. A Blender whose bridge has stopped is given EXIT_TIMEOUT more to exit as it likes.
         """
         process, self._process = self._process, None
         if process is None:
@@ -143,8 +151,11 @@ class HeadlessBlender:
                 process.stdin.close()
             except OSError:
                 pass
+        deadline = time.monotonic() + timeout
+        while process.poll() is None and time.monotonic() < deadline and self._still_published(process.pid):
+            time.sleep(0.02)
         try:
-            code = process.wait(timeout)
+            code = process.wait(0 if self._still_published(process.pid) else EXIT_TIMEOUT)
         except subprocess.TimeoutExpired:
             process.kill()
             code = process.wait()
@@ -152,6 +163,10 @@ class HeadlessBlender:
         if self._console is not None:
             self._console.close()
         return code
+
+    def _still_published(self, pid: int) -> bool:
+        """Whether this Blender's bridge still serves: its own record is withdrawn when it stops."""
+        return published_fields(_own_record(self.runtime_file, pid)).get("pid") == pid
 
     def log_tail(self, lines: int = 30) -> str:
         try:
