@@ -44,7 +44,10 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
     )
     lab_require_token: bpy.props.BoolProperty(  # type: ignore[valid-type]
         name="Require token",
-        description="Refuse Blender Lab requests without the runtime file's token (the official server cannot send one)",
+        description=(
+            "Refuse Blender Lab requests that do not open with the runtime file's token "
+            "(the official server cannot send one)"
+        ),
         default=False,
     )
 
