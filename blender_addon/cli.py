@@ -11,6 +11,7 @@ import argparse
 import contextlib
 import os
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -126,7 +127,12 @@ def _wait_for_eof(stop: Callable[[], None]) -> None:
 
 
 def _on_signals(stop: Callable[[], None]) -> Callable[[], None]:
-    """Route SIGINT/SIGTERM (SIGBREAK on Windows) to `stop`; returns a function restoring the old handlers."""
+    """Route SIGINT/SIGTERM (SIGBREAK on Windows) to `stop`; returns a function restoring the old handlers.
+
+    A Python handler runs only when the main thread is back in Python, which a render in Blender's C code
+    delays to its end. So the signal also reaches a thread of ours at once, through the wake-up descriptor
+    its C-level handler writes to, and `stop` (safe from any thread) starts from there.
+    """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
     names = ("SIGINT", "SIGTERM", "SIGBREAK")
@@ -136,9 +142,42 @@ def _on_signals(stop: Callable[[], None]) -> Callable[[], None]:
         stop()
 
     previous = {signum: interrupt.guard(signum, handler) for signum in wanted}  # agent code cannot replace them
+    unwatch = _watch_wakeups(frozenset(wanted), stop)
 
     def restore() -> None:
+        unwatch()
         for signum, old in previous.items():
             interrupt.release(signum, old)
 
     return restore
+
+
+def _watch_wakeups(signums: frozenset[int], stop: Callable[[], None]) -> Callable[[], None]:
+    """A thread that hears `signums` while the main thread is held in C; returns how to stop it (joined)."""
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    try:
+        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+    except (ValueError, OSError):  # not the main thread of the main interpreter, or a platform without it
+        reader.close()
+        writer.close()
+        return lambda: None
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while numbers := reader.recv(64):
+                if signums.intersection(numbers):
+                    stop()
+
+    watcher = threading.Thread(target=watch, name="hermes-signals", daemon=True)
+    watcher.start()
+
+    def unwatch() -> None:
+        signal.set_wakeup_fd(previous)
+        with contextlib.suppress(OSError):
+            reader.shutdown(socket.SHUT_RDWR)
+        watcher.join()  # a thread still alive at exit hangs bpy 4.5's own teardown
+        reader.close()
+        writer.close()
+
+    return unwatch

@@ -14,8 +14,10 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
+import psutil
 import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
@@ -207,8 +209,7 @@ def test_a_blender_held_in_c_that_must_be_killed_leaves_no_runtime_file(own_blen
 
 
 def _ignore_failure(client: BridgeClient, code: str) -> None:
-    with contextlib.suppress(ToolCallFailed):
-        asyncio.run(client.call_tool("execute_blender_code", {"code": code}))
+    _ignore_failure_of(lambda: asyncio.run(client.call_tool("execute_blender_code", {"code": code})))
 
 
 def test_agent_code_that_disables_the_addon_gets_its_answer_and_blender_stops_cleanly(
@@ -226,3 +227,37 @@ def test_agent_code_that_disables_the_addon_gets_its_answer_and_blender_stops_cl
     assert answer["isError"] is False and answer["structuredContent"]["result"] == {"disabled": True}
     assert own_blender.stop() == 0, own_blender.log_tail()  # it had stopped serving; stop() only collects it
     assert not own_blender.runtime_file.exists()
+
+
+RENDER_FOR_HOURS = (
+    "import bpy\nscene = bpy.context.scene\nscene.render.engine = 'CYCLES'\nscene.cycles.device = 'CPU'\n"
+    "scene.cycles.samples = 1_000_000\nscene.cycles.use_adaptive_sampling = False\nbpy.ops.render.render()"
+)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
+def test_sigterm_during_a_render_ends_blender_without_waiting_for_the_render(own_blender: HeadlessBlender) -> None:
+    """The render holds the main thread in C (Python's handler waits for it), so the stop starts from the thread
+    that hears the signal's wake-up byte: the runtime file is withdrawn and Blender exits, the render abandoned."""
+    record = json.loads(own_blender.runtime_file.read_text())
+    body, headers = modern_request(
+        "tools/call", {"name": "execute_blender_code", "arguments": {"code": RENDER_FOR_HOURS}}
+    )
+    request = urllib.request.Request(
+        record["http"] + "/mcp", data=body, headers={**headers, "Authorization": f"Bearer {record['token']}"}
+    )
+    caller = threading.Thread(target=lambda: _ignore_failure_of(lambda: urllib.request.urlopen(request, timeout=120)))
+    caller.start()
+    process = psutil.Process(own_blender.pid)
+    deadline = time.monotonic() + 60
+    while process.cpu_percent(0.2) < 50:  # the render is under way
+        assert time.monotonic() < deadline, "the render never started"
+    os.kill(own_blender.pid, signal.SIGTERM)
+    assert process.wait(60) == 0  # a million samples would take hours
+    assert not own_blender.runtime_file.exists()
+    caller.join(120)
+
+
+def _ignore_failure_of(call: Callable[[], object]) -> None:
+    with contextlib.suppress(OSError, ToolCallFailed):  # the bridge went away while the call waited
+        call()
