@@ -152,7 +152,7 @@ INTERRUPT_GRACE = 0.9
 REPEAT_INTERVAL = 0.05
 """How often an interrupt is repeated while the job goes on (each one ends a wait in C, on POSIX)."""
 WATCH_INTERVAL = 0.05
-"""How often the watchdog looks at a job run in place: the deadline holds to this; an idle look costs nothing."""
+"""How often the watchdog looks at a job run in place: the deadline holds to this (a look is a few microseconds)."""
 
 
 class Dispatcher:
