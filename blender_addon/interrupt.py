@@ -24,6 +24,7 @@ the job every such handler is put back, whatever lower-level calls the job made.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import signal
 import sys
@@ -55,6 +56,8 @@ _guarded: dict[int, Handler] = {}
 """Signals whose handlers the bridge set, and those handlers: restored after every job."""
 _original_signal = signal.signal
 _tool_id: int | None = None
+_policing = threading.Lock()
+"""Orders turning line events on (any thread) against the job's end turning them off (its own thread)."""
 
 
 def install() -> None:
@@ -70,6 +73,7 @@ def install() -> None:
                 _MONITORING.use_tool_id(candidate, _TOOL_NAME)
                 _MONITORING.register_callback(candidate, _MONITORING.events.LINE, _on_line)
                 _tool_id = candidate
+                atexit.register(_free_tool)
                 break
 
 
@@ -88,7 +92,10 @@ def release(signum: int, previous: Handler) -> None:
 
 def deliver(thread_id: int) -> None:
     """Interrupt the job running on `thread_id` (any thread may call this, as often as it likes)."""
-    _police_lines(True)
+    with _policing:
+        if _current is None:
+            return  # its job has left `policed` (it is ending): turning the line events on now would leave them on
+        _police_lines(True)
     if _SIGNAL is not None and _SIGNAL in _guarded and thread_id == threading.main_thread().ident:
         signal.pthread_kill(thread_id, _SIGNAL)
     else:
@@ -108,14 +115,25 @@ class policed:
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
         global _current
-        _current = None
-        _police_lines(False)
+        with _policing:
+            _current = None
+            _police_lines(False)
         _raise_in(_current_thread, None)  # withdraw one not delivered yet
         signal.signal = _original_signal
         if threading.current_thread() is threading.main_thread():
             for signum, handler in _guarded.items():
                 if signal.getsignal(signum) is not handler:
                     _original_signal(signum, handler)
+
+
+def _free_tool() -> None:
+    """At exit: no callback of ours may be called while the interpreter tears modules down."""
+    global _tool_id
+    if _tool_id is not None and _MONITORING is not None:
+        _MONITORING.set_events(_tool_id, 0)
+        _MONITORING.register_callback(_tool_id, _MONITORING.events.LINE, None)
+        _MONITORING.free_tool_id(_tool_id)
+        _tool_id = None
 
 
 def _refusing_signal(signum: int, handler: Handler) -> Handler:
