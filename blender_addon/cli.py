@@ -75,11 +75,19 @@ def run(argv: list[str]) -> int:
     served = threading.Event()
     deadman = threading.Thread(target=_exit_if_still_serving, args=(served,), name="hermes-stop", daemon=True)
 
+    def settle() -> None:
+        """Nothing is left to force, and no thread of ours outlives this (alive at exit, one hung bpy 4.5's
+        teardown in 4 exits of 5)."""
+        served.set()
+        if deadman.is_alive():
+            deadman.join()
+
     restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
     try:
         bridge = service.start(config, dispatcher)
     except BridgeError as exc:
         restore()
+        settle()  # a stop asked during the start must not end the process while it reports the failure
         print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     if args.stop_on_stdin_eof:
@@ -96,9 +104,7 @@ def run(argv: list[str]) -> int:
     finally:
         restore()
         service.stop()
-        served.set()
-        if deadman.is_alive():
-            deadman.join()  # a thread still alive at exit hangs bpy 4.5's own teardown (seen: 4 exits of 5)
+        settle()
         print(f"{COMMAND}: stopped", flush=True)
     return 0
 
