@@ -26,13 +26,13 @@ from .net import runtime_file
 from .net.auth import Token
 from .net.http import HttpConversation, HttpLimits
 from .net.lab_protocol import LabConversation, LabSettings, error_envelope
-from .net.listener import ThreadedListeners
 from .net.main_loop import MainLoop
 from .net.mcp import McpProtocol, ServerInfo, ToolOutcome, dumps
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.peer import same_user
 from .net.refusals import refusals
 from .net.sessions import SessionStore
+from .net.threaded import ThreadedListeners
 from .tools import CATALOGUE, Image, Tool
 from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
@@ -199,7 +199,7 @@ class Bridge:
             return
         self._dispatcher.on_stop(self._loop.wake)
         with self._dispatcher.inline():
-            self._loop.serve(self._dispatcher.stop_requested)
+            self._loop.run(self._dispatcher.stop_requested)
 
     def close(self) -> None:
         """Release waiting jobs, stop listening and withdraw the runtime file if it is still ours.

@@ -1,74 +1,128 @@
-"""One connection's protocol as a conversation that does no I/O, and the blocking driver for it.
+"""One connection's protocol as a state machine that only parses and decides (as h11 does).
 
-Each protocol (MCP over HTTP, the Blender Lab wire) says what to answer to the bytes that
-arrived, and when it stops waiting for more; it never reads, writes or sleeps. So the same
-rules (limits, deadlines, refusals) hold under both drivers: a thread per connection in the
-GUI, where Blender's main thread belongs to the interface, and the main-thread loop in
-background mode (`main_loop.py`), where no thread hands jobs to another.
+A conversation is told what happened (bytes arrived, the client closed, the answer to the
+request it handed out is ready, its deadline passed) together with the time, and says what to
+do: bytes to send, one request's work to run, whether to close. It holds no socket, reads no
+clock and calls no app: the driver (`threaded.py`: a thread per connection in the GUI;
+`main_loop.py`: one loop on Blender's main thread in background mode) does all of that, so the
+same rules hold under both.
+
+A cycle is one request: WAITING for its first byte, RECEIVING it, RUNNING (handed out as
+`Output.run`, in flight until `answered`), then WAITING again, or CLOSED.
 """
 
 from __future__ import annotations
 
+import enum
+import select
 import socket
-import time
-from dataclasses import dataclass
-from typing import Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any, Protocol
+
+Address = tuple[str, int]
 
 RECV_BYTES = 65536
 SEND_TIMEOUT = 30.0
 """Seconds a client may take to read one answer before the connection is dropped."""
 
 
+class Phase(enum.Enum):
+    WAITING = "waiting"
+    """For the first byte of the next request (a new connection, or one that was answered)."""
+    RECEIVING = "receiving"
+    RUNNING = "running"
+    """A whole request was handed out; it is in flight until its answer is given back."""
+    CLOSED = "closed"
+
+
 @dataclass(frozen=True)
-class Reply:
-    """Bytes to send now, and whether the connection ends once they are sent."""
+class Peer:
+    """The client, as a value: its addresses, and a way to ask whether it is still there."""
+
+    local: Address
+    remote: Address
+    connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
+
+    @property
+    def port(self) -> int:
+        return self.remote[1]
+
+    @classmethod
+    def of(cls, sock: socket.socket) -> Peer:
+        """The peer of an accepted socket; OSError when it has already left."""
+        return cls(sock.getsockname()[:2], sock.getpeername()[:2], partial(peer_connected, sock))
+
+
+def peer_connected(sock: socket.socket) -> bool:
+    """Whether the client is still there (it sends nothing while it waits, so EOF means it left)."""
+    if not has_unread(sock):
+        return True
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""  # readable: data or EOF is there, so this never waits
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+
+
+def has_unread(sock: socket.socket) -> bool:
+    """Whether bytes (or a close) from the client wait unread in the kernel: such a client is not idle.
+
+    Asked of the socket's readiness, never of `recv`: on a socket with a timeout (the threaded driver's,
+    read by another thread) Python's `recv` waits up to that timeout even with MSG_DONTWAIT.
+    """
+    try:
+        if _poll is None:  # Windows: select() takes sockets of any number there
+            return bool(select.select([sock], [], [], 0)[0])
+        poller = _poll()
+        poller.register(sock, select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed under us
+        return True
+
+
+_poll = getattr(select, "poll", None)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What the driver does next: send `data`, then run `run` (and give its result to `answered`), or close."""
 
     data: bytes = b""
+    run: Callable[[], Any] | None = None
+    """One request's work; never set together with `close` (the answer decides that)."""
     close: bool = False
 
 
-QUIET = Reply()
+QUIET = Output()
 
 
 class Conversation(Protocol):
-    def opened(self) -> Reply:
-        """Called once, when the connection is accepted (e.g. to refuse a peer at once)."""
+    phase: Phase
+    trusted: bool
+    """A request on it passed authentication (MCP) or admission (Blender Lab): eviction spares it while busy."""
+
+    def opened(self, now: float) -> Output:
+        """Once, when the connection is accepted (e.g. to refuse a peer at once)."""
         ...
 
-    def received(self, data: bytes) -> Reply:
-        """New bytes from the client; b"" when it closed its side (the answer then always closes)."""
+    def received(self, data: bytes, now: float) -> Output:
+        """New bytes from the client; b"" when it closed its side. Never called while a request runs."""
+        ...
+
+    def answered(self, result: Any, now: float) -> Output:
+        """The handed-out request's result: its answer, and the next request if one is already here."""
         ...
 
     def deadline(self) -> float:
-        """`time.monotonic()` at which waiting for the client ends (math.inf: no limit)."""
+        """The time (as given in `now`) at which waiting for the client ends; math.inf: no limit."""
         ...
 
-    def expired(self) -> Reply:
-        """Called once the deadline has passed: the answer to a silent client, which moves the deadline on."""
+    def expired(self, now: float) -> Output:
+        """The deadline passed with nothing received: the answer to a silent client."""
         ...
 
 
-def converse(conn: socket.socket, conversation: Conversation) -> None:
-    """Drive a conversation on a blocking socket until it closes; OSError means the client went away."""
-    reply = conversation.opened()
-    while True:
-        if reply.data:
-            conn.settimeout(SEND_TIMEOUT)
-            conn.sendall(reply.data)
-        if reply.close:
-            return
-        remaining = conversation.deadline() - time.monotonic()
-        if remaining <= 0:
-            reply = conversation.expired()
-            continue
-        conn.settimeout(remaining)
-        try:
-            data = conn.recv(RECV_BYTES)
-        except TimeoutError:
-            reply = QUIET
-            continue
-        except OSError:  # reset: the same as a close to the conversation
-            data = b""
-        reply = conversation.received(data)
-        if not data and not reply.close:
-            reply = Reply(reply.data, close=True)
+ConversationFactory = Callable[[Peer], Conversation]

@@ -1,23 +1,19 @@
-"""Strict, small HTTP/1.1 framing for the MCP endpoint.
+"""Strict, small HTTP/1.1 framing for the MCP endpoint, as a conversation that only parses and decides.
 
 Only what an MCP client needs: Content-Length bodies, keep-alive, and hard limits. Every
 request must arrive whole within a deadline, so a slow or stalled client holds one connection
-for a bounded time and never blocks anyone else.
+for a bounded time and never blocks anyone else. Each byte is examined a bounded number of
+times, so the cost of a request is linear in its size whatever it holds.
 """
 
 from __future__ import annotations
 
 import logging
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from http import HTTPStatus
 
-from .conversation import QUIET, Reply
-from .listener import ConnectionState
-from .loopback import peer_connected
+from .conversation import QUIET, Output, Peer, Phase
 from .refusals import refused
 
 log = logging.getLogger("hermes_bridge.net")
@@ -30,7 +26,7 @@ class HttpLimits:
     request_timeout: float = 10.0
     """Seconds from a request's first byte to its last."""
     idle_timeout: float = 120.0
-    """Seconds an authenticated keep-alive connection may wait for its next request."""
+    """Seconds an authenticated keep-alive connection may wait for its next request, from its last answer."""
     first_byte_timeout: float = 5.0
     """Seconds a connection that has not authenticated yet may wait before it sends anything."""
     header_timeout: float = 5.0
@@ -56,6 +52,10 @@ class Request:
         return self.headers.get(name.lower())
 
 
+_NO_BODY = frozenset({204, 304})
+"""Statuses whose answers never carry a body (RFC 9110 §6.4.1), nor a Content-Length for 204 (§8.6)."""
+
+
 @dataclass
 class Response:
     status: int
@@ -70,149 +70,181 @@ class Response:
         content_type = [("Content-Type", "text/plain; charset=utf-8")]
         return cls(status, message.encode() + b"\n", content_type + (headers or []), close)
 
-    def encode(self) -> bytes:
-        reason = HTTPStatus(self.status).phrase
-        lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Length: {len(self.body)}"]
+    def encode(self, method: str = "POST") -> bytes:
+        """The answer on the wire; to HEAD without its body (the length stays: RFC 9110 §9.3.2)."""
+        lines = [f"HTTP/1.1 {self.status} {HTTPStatus(self.status).phrase}"]
+        if self.status != 204:
+            lines.append(f"Content-Length: {0 if self.status in _NO_BODY else len(self.body)}")
         lines += [f"{name}: {value}" for name, value in self.headers]
         if self.close:
             lines.append("Connection: close")
-        return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + self.body
+        head = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+        return head if method == "HEAD" or self.status in _NO_BODY else head + self.body
 
 
-class _Reject(Exception):
-    """A request that gets an error status, after which the connection is closed."""
+class HttpError(Exception):
+    """A request refused with an error status (by the framing or the gate); the connection then closes."""
 
-    def __init__(self, response: Response) -> None:
-        self.response = response
+    def __init__(self, status: int, message: str, headers: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.headers = headers or []
 
-
-class _PeerGone(Exception):
-    """The client closed or went idle; there is nobody to answer."""
+    def response(self) -> Response:
+        return Response.text(self.status, str(self), close=True, headers=self.headers)
 
 
 App = Callable[[Request], Response]
-Gate = Callable[[Request], Response | None]
+Gate = Callable[[Request], HttpError | None]
 """Decides from the request line and headers alone (the body is empty): a refusal, or None to go on."""
 
 
+@dataclass
+class _Head:
+    method: str
+    target: str
+    version: str
+    headers: dict[str, str]
+    length: int
+
+
 class HttpConversation:
-    """Requests read as they arrive, answered by `app` in order, under the limits and deadlines.
+    """Requests parsed as they arrive and handed out one at a time; answers framed and sent in order.
 
     Nothing is buffered for a client that has not authenticated: the gate sees the headers
     before a byte of the body is taken, and a refused connection is closed after its answer.
+    The idle clock of a kept connection starts when its answer is given, not when it was asked.
     """
 
-    def __init__(self, conn: socket.socket, state: ConnectionState, app: App, limits: HttpLimits, gate: Gate) -> None:
-        self._conn = conn
-        self._state = state
+    def __init__(self, peer: Peer, *, app: App, limits: HttpLimits, gate: Gate) -> None:
+        self._peer = peer
         self._app = app
         self._limits = limits
         self._gate = gate
+        self.phase = Phase.WAITING
+        self.trusted = False
         self._buffer = bytearray()
         self._closed = False
-        self._waiting_since = time.monotonic()
-        self._started: float | None = None
-        """When the current request's first byte came; None while waiting for it."""
-        self._head: tuple[str, str, str, dict[str, str]] | None = None
-        self._length = 0
+        """The client closed its side."""
+        self._since = 0.0
+        """When the current wait began: for WAITING the last answer (or the accept), else the request's first byte."""
+        self._head: _Head | None = None
         self._scanned = 0  # header bytes already searched for the blank line
+        self._method = "POST"  # of the request being answered, for its framing
 
-    def opened(self) -> Reply:
+    def opened(self, now: float) -> Output:
+        self._since = now
         return QUIET
 
-    def received(self, data: bytes) -> Reply:
+    def received(self, data: bytes, now: float) -> Output:
+        assert self.phase is not Phase.RUNNING, "the driver reads nothing while a request runs"
         if data:
             self._buffer += data
         else:
             self._closed = True
-        out = bytearray()
-        while True:
-            try:
-                request = self._next_request()
-            except _PeerGone:
-                return Reply(bytes(out), close=True)
-            except _Reject as rejection:
-                _log_refusal(self._conn, rejection.response)
-                return Reply(bytes(out + rejection.response.encode()), close=True)
-            if request is None:
-                return Reply(bytes(out))
-            response = self._app(request)
-            response.close = response.close or _wants_close(request) or response.status in _CLOSE_AFTER
-            if response.status in _REFUSALS:
-                _log_refusal(self._conn, response)
-            out += response.encode()
-            if response.close:
-                return Reply(bytes(out), close=True)
+        return self._next(now)
+
+    def answered(self, result: Response, now: float) -> Output:
+        assert self.phase is Phase.RUNNING
+        request_close = result.close
+        if result.status in _REFUSALS:
+            self._log_refusal(result)
+        data = result.encode(self._method)
+        if request_close:
+            self.phase = Phase.CLOSED
+            return Output(data, close=True)
+        self.phase, self._since = Phase.WAITING, now
+        following = self._next(now)
+        return Output(data + following.data, following.run, following.close)
 
     def deadline(self) -> float:
         limits = self._limits
-        if self._started is None:  # a stranger gets a few seconds to say anything, a known client longer
-            return self._waiting_since + (limits.idle_timeout if self._state.trusted else limits.first_byte_timeout)
-        if self._head is None:
-            return self._started + min(limits.header_timeout, limits.request_timeout)
-        return self._started + limits.request_timeout
+        if self.phase is Phase.WAITING:  # a stranger gets a few seconds to say anything, a known client longer
+            return self._since + (limits.idle_timeout if self.trusted else limits.first_byte_timeout)
+        if self.phase is Phase.RECEIVING:
+            if self._head is None:
+                return self._since + min(limits.header_timeout, limits.request_timeout)
+            return self._since + limits.request_timeout
+        return float("inf")
 
-    def expired(self) -> Reply:
-        if self._started is None:
-            return Reply(close=True)  # silent since its last answer: nobody to answer
-        refusal = Response.text(408, "the request was not received in time", close=True)
-        _log_refusal(self._conn, refusal)
-        return Reply(refusal.encode(), close=True)
+    def expired(self, now: float) -> Output:
+        if self.phase is Phase.WAITING:
+            self.phase = Phase.CLOSED
+            return Output(close=True)  # silent since its last answer: nobody to answer
+        return self._refuse(HttpError(408, "the request was not received in time"))
 
-    def _next_request(self) -> Request | None:
-        """The next whole request, or None until more bytes come; raises what ends the connection."""
+    def _next(self, now: float) -> Output:
+        """Hand out the next whole request, refuse a bad one, or wait for more bytes."""
+        try:
+            request = self._parse(now)
+        except HttpError as error:
+            return self._refuse(error)
+        if request is None:
+            if self._closed and self.phase is Phase.WAITING:
+                self.phase = Phase.CLOSED
+                return Output(close=True)
+            return QUIET
+        self.phase, self._method = Phase.RUNNING, request.method
+        return Output(run=lambda: self._respond(request))
+
+    def _respond(self, request: Request) -> Response:
+        response = self._app(request)
+        response.close = response.close or _wants_close(request) or response.status in _CLOSE_AFTER
+        return response
+
+    def _refuse(self, error: HttpError) -> Output:
+        response = error.response()
+        self._log_refusal(response)
+        self.phase = Phase.CLOSED
+        return Output(response.encode(self._head.method if self._head else "POST"), close=True)
+
+    def _parse(self, now: float) -> Request | None:
+        """The next whole request, or None until more bytes come; raises HttpError for what ends the connection."""
         buffer, limits = self._buffer, self._limits
-        if self._started is None:
+        if self.phase is Phase.WAITING:
             if not buffer:
-                self._state.idle = True
-                if self._closed:
-                    raise _PeerGone
                 return None
-            self._started = time.monotonic()
-            self._state.idle = False
+            self.phase, self._since = Phase.RECEIVING, now
         if self._head is None:
             end = buffer.find(b"\r\n\r\n", self._scanned)
             if end < 0:
                 if len(buffer) > limits.max_header_bytes:
-                    raise _Reject(Response.text(431, "request headers are too large", close=True))
+                    raise HttpError(431, "request headers are too large")
                 self._scanned = max(0, len(buffer) - 3)
                 return self._truncated() if self._closed else None
             if end > limits.max_header_bytes:
-                raise _Reject(Response.text(431, "request headers are too large", close=True))
-            head = bytes(buffer[:end])
+                raise HttpError(431, "request headers are too large")
+            raw_head = bytes(buffer[:end])
             del buffer[: end + 4]
             self._scanned = 0
-            method, target, version, headers = _parse_head(head)
+            method, target, version, headers = _parse_head(raw_head)
             length = _content_length(headers, limits)
             refusal = self._gate(Request(method, target, version, headers, b""))
             if refusal is not None:
-                refusal.close = True
-                raise _Reject(refusal)
-            self._state.trusted = True
-            self._head, self._length = (method, target, version, headers), length
-        if len(buffer) < self._length:
+                self._head = _Head(method, target, version, headers, 0)
+                raise refusal
+            self.trusted = True
+            self._head = _Head(method, target, version, headers, length)
+        head = self._head
+        if len(buffer) < head.length:
             return self._truncated() if self._closed else None
-        method, target, version, headers = self._head
-        body = bytes(buffer[: self._length])
-        del buffer[: self._length]
-        self._head, self._started, self._waiting_since = None, None, time.monotonic()
-        return Request(method, target, version, headers, body, partial(peer_connected, self._conn))
+        body = bytes(buffer[: head.length])
+        del buffer[: head.length]
+        self._head = None
+        return Request(head.method, head.target, head.version, head.headers, body, self._peer.connected)
 
     @staticmethod
     def _truncated() -> None:
         """A half-closed client can still read why nothing was done."""
-        raise _Reject(
-            Response.text(400, "the connection closed before the request was complete; nothing was run", close=True)
-        )
+        raise HttpError(400, "the connection closed before the request was complete; nothing was run")
+
+    def _log_refusal(self, response: Response) -> None:
+        """Our own reason text and the peer's port: never a header value, a token or a body."""
+        refused(log, f"HTTP {response.status}", response.body.decode("utf-8", "replace").strip(), self._peer.port)
 
 
-_REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 505})
+_REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 501, 505})
 _CLOSE_AFTER = frozenset({400, 401, 403, 404})
-
-
-def _log_refusal(conn: socket.socket, response: Response) -> None:
-    """Our own reason text and the peer's port: never a header value, a token or a body."""
-    refused(log, f"HTTP {response.status}", response.body.decode("utf-8", "replace").strip(), conn)
 
 
 def _wants_close(request: Request) -> bool:
@@ -223,32 +255,32 @@ def _wants_close(request: Request) -> bool:
 
 
 def _parse_head(head: bytes) -> tuple[str, str, str, dict[str, str]]:
+    """The request line and headers; repeated headers are collected and joined once (linear in the bytes)."""
     try:
         request_line, *header_lines = head.decode("latin-1").split("\r\n")
         method, target, version = request_line.split(" ")
     except ValueError:
-        raise _Reject(Response.text(400, "malformed request line", close=True)) from None
+        raise HttpError(400, "malformed request line") from None
     if version not in ("HTTP/1.1", "HTTP/1.0") or not method.isalpha() or not target.startswith("/"):
-        raise _Reject(Response.text(400, "malformed request line", close=True))
-    headers: dict[str, str] = {}
+        raise HttpError(400, "malformed request line")
+    values: dict[str, list[str]] = {}
     for line in header_lines:
         name, sep, value = line.partition(":")
         if not sep or not name or name != name.strip() or " " in name:
-            raise _Reject(Response.text(400, "malformed header line", close=True))
-        key, value = name.lower(), value.strip()
-        headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return method, target, version, headers
+            raise HttpError(400, "malformed header line")
+        values.setdefault(name.lower(), []).append(value.strip())
+    return method, target, version, {key: ", ".join(parts) for key, parts in values.items()}
 
 
 def _content_length(headers: dict[str, str], limits: HttpLimits) -> int:
     if "transfer-encoding" in headers:
-        raise _Reject(Response.text(501, "chunked request bodies are not supported; send Content-Length", close=True))
+        raise HttpError(501, "chunked request bodies are not supported; send Content-Length")
     raw = headers.get("content-length", "0")
     if not (raw.isascii() and raw.isdigit()):  # '²'.isdigit() is True, and int('²') raises
-        raise _Reject(Response.text(400, "invalid Content-Length", close=True))
-    length = int(raw)
-    if length > limits.max_body_bytes:
-        raise _Reject(
-            Response.text(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes", close=True)
-        )
-    return length
+        raise HttpError(400, "invalid Content-Length")
+    too_large = HttpError(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes")
+    if len(raw.lstrip("0")) > len(str(limits.max_body_bytes)):  # int() of over 4300 digits raises
+        raise too_large
+    if int(raw) > limits.max_body_bytes:
+        raise too_large
+    return int(raw)

@@ -12,17 +12,14 @@ import json
 import logging
 import math
 import re
-import socket
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
-from .conversation import QUIET, Reply
-from .listener import ConnectionState
-from .loopback import peer_connected
+from .conversation import QUIET, Output, Peer, Phase
 from .peer import peer_refusal
 from .refusals import refused
 
@@ -57,13 +54,15 @@ class LabSettings:
     request_timeout: float = 10.0
     token: Token | None = None
     """When set ("require token"), requests must open with a matching `token` field."""
-    identify: Callable[[socket.socket], bool | None] | None = None
+    identify: Callable[[Peer], bool | None] | None = None
     """Whether the peer runs as this OS user (None: cannot be told); None admits everyone (tests)."""
     mcp_endpoint: str = ""
     """Named in the answer to HTTP clients that knocked on the wrong port."""
 
 
 class _Answer(Exception):
+    """The answer is decided by the framing alone (a refusal, a foreign protocol): send it and close."""
+
     def __init__(self, payload: bytes) -> None:
         self.payload = payload
 
@@ -77,59 +76,63 @@ def encode(envelope: dict[str, Any]) -> bytes:
 
 
 class LabConversation:
-    """Admission at once, then one request read to its NUL (or its framing refused), answered, closed."""
+    """Admission at once, then one request read to its NUL (or its framing refused), handed out, answered, closed."""
 
-    def __init__(
-        self, conn: socket.socket, state: ConnectionState, executor: LabExecutor, settings: LabSettings
-    ) -> None:
-        self._conn = conn
-        self._state = state
+    def __init__(self, peer: Peer, *, executor: LabExecutor, settings: LabSettings) -> None:
+        self._peer = peer
         self._executor = executor
         self._settings = settings
         self._incoming = _Incoming()
-        now = time.monotonic()
-        self._deadline = now + settings.request_timeout
-        self._grace_ends = now + _FOREIGN_JSON_GRACE
+        self.phase = Phase.WAITING
+        self.trusted = False
+        self._deadline = math.inf
+        self._grace_ends = math.inf
         """When a silence after the last bytes makes a whole bare JSON object another protocol's request."""
 
-    def opened(self) -> Reply:
+    def opened(self, now: float) -> Output:
         """The peer check, before any byte is read: another user is refused even with "require token" on; an
         unknown user only gets as far as a token."""
         settings = self._settings
-        same_user = True if settings.identify is None else settings.identify(self._conn)
+        self._deadline = now + settings.request_timeout
+        same_user = True if settings.identify is None else settings.identify(self._peer)
         if (refusal := peer_refusal(same_user, token_required=settings.token is not None)) is not None:
-            refused(log, "a Blender Lab connection", refusal, self._conn)
-            return Reply(encode(error_envelope(f"Refused: {refusal}")), close=True)
-        self._state.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
+            refused(log, "a Blender Lab connection", refusal, self._peer.port)
+            return self._close(encode(error_envelope(f"Refused: {refusal}")))
+        self.trusted = settings.token is None  # admitted by user; with a token, trust comes with the request
         return QUIET
 
-    def received(self, data: bytes) -> Reply:
+    def received(self, data: bytes, now: float) -> Output:
+        assert self.phase is not Phase.RUNNING, "the driver reads nothing while a request runs"
         try:
-            raw = self._request(data)
-            if raw is None:
-                return QUIET
-            self._state.idle = False
-            # A request ended by a half-close is answered whatever its client's side says; one ended by its NUL and
-            # then a close was sent by a client that left: when its turn comes it is dropped, never run.
-            conn = self._conn
-            connected = (lambda: peer_connected(conn)) if data else (lambda: True)
-            reply = _handle(raw, self._executor, connected)
+            raw = self._request(data, now)
         except _Answer as answer:
-            reply = answer.payload
-        return Reply(reply, close=True)
+            return self._close(answer.payload)
+        if raw is None:
+            return QUIET
+        self.phase = Phase.RUNNING
+        # A request ended by a half-close is answered whatever its client's side says; one ended by its NUL and
+        # then a close was sent by a client that left: when its turn comes it is dropped, never run.
+        connected = self._peer.connected if data else _still_there
+        return Output(run=partial(_handle, raw, self._executor, connected))
+
+    def answered(self, result: bytes, now: float) -> Output:
+        return self._close(result)
 
     def deadline(self) -> float:
-        return min(self._deadline, self._grace_ends)
+        return math.inf if self.phase is Phase.RUNNING else min(self._deadline, self._grace_ends)
 
-    def expired(self) -> Reply:
-        now = time.monotonic()
+    def expired(self, now: float) -> Output:
         if now >= self._deadline:
-            return Reply(encode(error_envelope("Client timed out")), close=True)
+            return self._close(encode(error_envelope("Client timed out")))
         if now >= self._grace_ends:
             self._grace_ends = math.inf  # until more bytes come
             if self._incoming.bare_json_waiting():
-                return Reply(encode(error_envelope(_BARE_JSON)), close=True)
+                return self._close(encode(error_envelope(_BARE_JSON)))
         return QUIET
+
+    def _close(self, payload: bytes) -> Output:
+        self.phase = Phase.CLOSED
+        return Output(payload, close=True)
 
     def _check_token(self, complete: bool) -> None:
         """With "require token": the token is the request's first field, checked within its first bytes, so a
@@ -140,20 +143,21 @@ class LabConversation:
         if found is None and not complete and len(buffer) < TOKEN_FRAME_BYTES:
             return  # the token may still be arriving
         if found is None or not token.matches(found.group(1).decode("ascii")):
-            refused(log, "a Blender Lab request", "without the required token", self._conn)
+            refused(log, "a Blender Lab request", "without the required token", self._peer.port)
             raise _Answer(encode(error_envelope(_TOKEN_REQUIRED)))
-        self._state.trusted = True
+        self.trusted = True
 
-    def _request(self, data: bytes) -> bytes | None:
+    def _request(self, data: bytes, now: float) -> bytes | None:
         """The request once its NUL (or the client's close) ends it; None while it may still grow."""
         incoming, settings = self._incoming, self._settings
         if data:
             incoming.buffer += data
-            self._grace_ends = time.monotonic() + _FOREIGN_JSON_GRACE
+            self.phase = Phase.RECEIVING
+            self._grace_ends = now + _FOREIGN_JSON_GRACE
         end = incoming.nul()
         if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
             raise _Answer(encode(error_envelope(f"Request too large: the limit is {settings.max_request_bytes} bytes")))
-        if not self._state.trusted:
+        if not self.trusted:
             self._check_token(complete=end >= 0 or not data)
         if end >= 0:
             return bytes(incoming.buffer[:end])
@@ -164,6 +168,10 @@ class LabConversation:
         if not incoming.json_framed:
             incoming.json_framed = _framing_is_json(incoming, settings)
         return None
+
+
+def _still_there() -> bool:
+    return True
 
 
 TOKEN_FRAME_BYTES = 4096

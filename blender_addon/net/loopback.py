@@ -72,26 +72,3 @@ def describe_bind_error(address: str, port: int, exc: OSError) -> str:
             "excludedportrange protocol=tcp`); choose another port"
         )
     return f"cannot listen on {address}:{port}: {exc.strerror or exc}"
-
-
-def peer_port(conn: socket.socket) -> int | str:
-    """The client's port, for logs ("?" once it has gone): enough to match a refusal to a process."""
-    try:
-        return conn.getpeername()[1]
-    except (OSError, IndexError):
-        return "?"
-
-
-def peer_connected(conn: socket.socket) -> bool:
-    """Whether the client is still there (it sends nothing more, so EOF means it left)."""
-    try:
-        previous = conn.gettimeout()  # the main-thread loop's sockets stay non-blocking
-        conn.setblocking(False)
-        try:
-            return conn.recv(1, socket.MSG_PEEK) != b""
-        except BlockingIOError:
-            return True
-        finally:
-            conn.settimeout(previous)
-    except OSError:
-        return False

@@ -2,70 +2,74 @@
 
 In background mode and Blender-as-a-module nothing else needs Blender's main thread, so that
 thread can accept, read, run the tool and answer by itself: no thread per connection and no
-hand-off between threads, which were about two thirds of a Blender Lab request's time on the
-bridge's side (docs/performance.md).
-The conversations keep every rule of the threaded path (limits, deadlines, refusals); this loop
-adds only non-blocking I/O: a client slow to read a large answer waits in a buffer, never in a
-send, and every deadline is a timeout of the one `select`.
+hand-off between threads (docs/performance.md). The conversations decide; this loop only does
+non-blocking I/O, by turns, and each turn is fair:
+
+- every socket that is ready is read before any deadline acts, and deadlines act on the time the
+  turn began: a request that arrived while another client's job ran is read, never dropped;
+- a connection gets at most one request run per turn (the next one of a pipeline waits for the
+  next turn), and nothing more is read or run for it while its answer waits for it to read
+  (its output is capped at one answer; at SEND_TIMEOUT it is dropped);
+- a turn accepts what the backlog holds, after the connections already in.
 
 While a request runs, the others wait in the kernel's buffers; the dispatcher's watchdog stops
 a script that runs past its deadline, so no request can hold the loop for longer than that.
+Admission, eviction, accept backoff, the error and the stop policy are the threaded driver's
+(`admission.py`, `threaded.py`).
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import selectors
 import socket
 import sys
 import time
 from collections.abc import Callable
+from typing import Any
 
-from .conversation import RECV_BYTES, SEND_TIMEOUT, Conversation, Reply
-from .listener import ConnectionState, ConversationFactory, backoff, default_max_connections, room_for_one
+from .admission import BACKLOG, AcceptBackoff, Admission, Full, conversation_failed
+from .conversation import RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Output, Peer, has_unread
 from .loopback import bind_loopback
 
-log = logging.getLogger("hermes_bridge.net")
-
-ACCEPT_BATCH = 16
-"""Connections taken from one listener per turn, so a flood of them never starves those already in."""
 LONGEST_WAIT = 0.5 if sys.platform == "win32" else math.inf
 """Windows does not interrupt `select` for Ctrl+C, so the signal handler (which wakes the loop) only runs
 once the wait ends: there the loop never waits longer than this."""
 
 
 class _Listening:
-    __slots__ = ("sock", "conversation", "name", "failures", "paused_until")
+    __slots__ = ("sock", "conversation", "backoff", "paused_until")
 
     def __init__(self, sock: socket.socket, conversation: ConversationFactory, name: str) -> None:
         self.sock = sock
         self.conversation = conversation
-        self.name = name
-        self.failures = 0
+        self.backoff = AcceptBackoff(name)
         self.paused_until: float | None = None
         """After an accept failure (e.g. out of descriptors): retrying at once would spin the loop."""
 
 
 class _Connection:
-    __slots__ = ("sock", "conversation", "state", "out", "sent", "closing", "writing_until")
+    __slots__ = ("sock", "conversation", "out", "sent", "closing", "writing_until", "next_run", "events")
 
-    def __init__(self, sock: socket.socket, conversation: Conversation, state: ConnectionState) -> None:
+    def __init__(self, sock: socket.socket, conversation: Conversation) -> None:
         self.sock = sock
         self.conversation = conversation
-        self.state = state
         self.out = b""
         self.sent = 0
         self.closing = False
         self.writing_until: float | None = None
         """While an answer waits for the client to read it: when the client has had long enough."""
+        self.next_run: Callable[[], Any] | None = None
+        """A pipelined request already parsed, run on a later turn."""
+        self.events = 0
+        """What the selector watches it for (0: nothing, while its next request waits its turn)."""
 
 
 class MainLoop:
-    """Listeners and their connections on one selector, served by whichever thread calls `serve`."""
+    """Listeners and their connections on one selector, served by whichever thread calls `run`."""
 
     def __init__(self, max_connections: int | None = None) -> None:
-        self._max_connections = max_connections or default_max_connections()
+        self._admission: Admission[socket.socket] = Admission(max_connections)
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         for end in (self._wake_r, self._wake_w):
@@ -73,10 +77,12 @@ class MainLoop:
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
         self._listening: list[_Listening] = []
         self._connections: dict[socket.socket, _Connection] = {}
+        self._ready: list[_Connection] = []
+        """Connections whose next request runs on the next turn."""
         self._closed = False
 
     def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
-        sock = bind_loopback(host, port)
+        sock = bind_loopback(host, port, backlog=BACKLOG)
         sock.setblocking(False)
         listening = _Listening(sock, conversation, name)
         self._listening.append(listening)
@@ -89,25 +95,33 @@ class MainLoop:
         return len(self._connections)
 
     def wake(self) -> None:
-        """Make `serve` look at its stop condition now; safe from signal handlers and other threads."""
+        """Make `run` look at its stop condition now; safe from signal handlers and other threads."""
         try:
             self._wake_w.send(b"x")
         except OSError:  # already woken (buffer full) or closed
             pass
 
-    def serve(self, stop_requested: Callable[[], bool]) -> None:
-        """Serve until `stop_requested()` is true; call `wake` after making it true."""
+    def run(self, stop_requested: Callable[[], bool]) -> None:
+        """Serve by turns until `stop_requested()` is true; call `wake` after making it true."""
         while not stop_requested():
-            wait = min(self._expire() - time.monotonic(), LONGEST_WAIT)
-            timeout = None if wait == math.inf else max(0.0, wait)
-            for key, events in self._selector.select(timeout):
+            events = self._selector.select(self._timeout())
+            began = time.monotonic()
+            ready, self._ready = self._ready, []  # a request deferred during this turn waits for the next
+            accepting = []
+            for key, mask in events:
                 target = key.data
                 if target is None:
                     self._drain_wake()
                 elif isinstance(target, _Listening):
-                    self._accept(target)
+                    accepting.append(target)
                 elif target.sock in self._connections:  # not closed by an earlier event of this turn
-                    self._step(target, self._flush if events & selectors.EVENT_WRITE else self._read)
+                    self._step(target, self._flush if mask & selectors.EVENT_WRITE else self._read)
+            for connection in ready:
+                if connection.sock in self._connections:
+                    self._step(connection, self._run_next)
+            for listening in accepting:
+                self._accept(listening)
+            self._expire(began)
 
     def close(self) -> None:
         """Close every socket. Idempotent; an answer still in a buffer gets one last chance to go."""
@@ -123,6 +137,12 @@ class MainLoop:
         self._wake_r.close()
         self._wake_w.close()
 
+    def _timeout(self) -> float | None:
+        if self._ready:
+            return 0.0
+        wait = min(self._nearest() - time.monotonic(), LONGEST_WAIT)
+        return None if wait == math.inf else max(0.0, wait)
+
     def _drain_wake(self) -> None:
         try:
             while self._wake_r.recv(4096):
@@ -131,58 +151,50 @@ class MainLoop:
             pass
 
     def _accept(self, listening: _Listening) -> None:
-        for _ in range(ACCEPT_BATCH):
+        for _ in range(BACKLOG):
             try:
                 conn, _ = listening.sock.accept()
             except BlockingIOError:
                 return
             except OSError as exc:
-                listening.failures += 1
-                pause = backoff(listening.failures)
-                log.warning("accept failed on %s (%s); retrying in %.2f s", listening.name, exc, pause)
+                pause = listening.backoff.failed(exc)
                 self._selector.unregister(listening.sock)
                 listening.paused_until = time.monotonic() + pause
                 return
-            listening.failures = 0
+            listening.backoff.succeeded()
             self._admit(conn, listening)
 
     def _admit(self, conn: socket.socket, listening: _Listening) -> None:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
+            conversation = listening.conversation(Peer.of(conn))
         except OSError:  # the client already left
             conn.close()
             return
-        if len(self._connections) >= self._max_connections:
-            states = {sock: connection.state for sock, connection in self._connections.items()}
-            victim = room_for_one(states, self._max_connections)
-            if victim is None:
-                conn.close()
-                return
+        now = time.monotonic()
+        try:
+            victim = self._admission.admit(conn, conversation, now, has_unread)
+        except Full:
+            conn.close()
+            return
+        if victim is not None:
             self._drop(self._connections[victim])
-        state = ConnectionState()
-        connection = _Connection(conn, listening.conversation(conn, state), state)
+        connection = _Connection(conn, conversation)
         self._connections[conn] = connection
-        self._selector.register(conn, selectors.EVENT_READ, connection)
         self._step(connection, self._open)
 
     def _step(self, connection: _Connection, step: Callable[[_Connection], None]) -> None:
         try:
             step(connection)
-        except Exception:  # a bug in one conversation must not end the service for everyone
-            log.exception("a connection failed unexpectedly; it was closed and the bridge goes on serving")
+        except Exception as exc:  # a bug in one conversation must not end the service for everyone
+            conversation_failed(exc)
             self._drop(connection)
 
     def _open(self, connection: _Connection) -> None:
-        self._deliver(connection, connection.conversation.opened())
-        if connection.sock in self._connections and connection.writing_until is None:
+        self._deliver(connection, connection.conversation.opened(time.monotonic()))
+        if connection.events == selectors.EVENT_READ:
             self._read(connection)  # a client usually sends as soon as it connects: spare it a turn of the loop
-
-    def _at_deadline(self, connection: _Connection) -> None:
-        if connection.writing_until is not None:
-            self._drop(connection)  # it would not read its answer
-        else:
-            self._deliver(connection, connection.conversation.expired())
 
     def _read(self, connection: _Connection) -> None:
         try:
@@ -191,28 +203,58 @@ class MainLoop:
             return
         except OSError:  # reset: the same as a close to the conversation
             data = b""
-        reply = connection.conversation.received(data)
-        self._deliver(connection, reply if data else Reply(reply.data, close=True))
+        output = connection.conversation.received(data, time.monotonic())
+        if output.run is not None:
+            output = self._run(connection, output)
+        elif not data and not output.close:
+            output = Output(output.data, close=True)
+        self._deliver(connection, output)
 
-    def _deliver(self, connection: _Connection, reply: Reply) -> None:
-        if reply.data:
+    def _run(self, connection: _Connection, output: Output) -> Output:
+        """The one request this connection gets this turn, run in place; its answer, and any next one."""
+        assert output.run is not None
+        answer = connection.conversation.answered(output.run(), time.monotonic())
+        return Output(output.data + answer.data, answer.run, answer.close)
+
+    def _run_next(self, connection: _Connection) -> None:
+        run, connection.next_run = connection.next_run, None
+        self._deliver(connection, self._run(connection, Output(run=run)))
+
+    def _deliver(self, connection: _Connection, output: Output) -> None:
+        if output.data:
             pending = connection.out[connection.sent :]
-            connection.out, connection.sent = (pending + reply.data if pending else reply.data), 0
-        connection.closing = connection.closing or reply.close
+            connection.out, connection.sent = (pending + output.data if pending else output.data), 0
+        connection.closing = connection.closing or output.close
+        connection.next_run = output.run
         self._flush(connection)
 
     def _flush(self, connection: _Connection) -> None:
         if not self._send_some(connection):
             self._drop(connection)
         elif connection.sent < len(connection.out):
-            if connection.writing_until is None:  # stop reading until the client has taken this answer
+            if connection.writing_until is None:  # nothing more is read or run until the client takes this
                 connection.writing_until = time.monotonic() + SEND_TIMEOUT
-                self._selector.modify(connection.sock, selectors.EVENT_WRITE, connection)
+            self._watch(connection, selectors.EVENT_WRITE)
         elif connection.closing:
             self._drop(connection)
-        elif connection.writing_until is not None:
+        else:
             connection.writing_until = None
-            self._selector.modify(connection.sock, selectors.EVENT_READ, connection)
+            if connection.next_run is not None:
+                self._watch(connection, 0)
+                self._ready.append(connection)
+            else:
+                self._watch(connection, selectors.EVENT_READ)
+
+    def _watch(self, connection: _Connection, events: int) -> None:
+        if events == connection.events:
+            return
+        if not connection.events:
+            self._selector.register(connection.sock, events, connection)
+        elif not events:
+            self._selector.unregister(connection.sock)
+        else:
+            self._selector.modify(connection.sock, events, connection)
+        connection.events = events
 
     @staticmethod
     def _send_some(connection: _Connection) -> bool:
@@ -231,38 +273,47 @@ class MainLoop:
         sock = connection.sock
         if self._connections.pop(sock, None) is None:
             return
-        try:
+        self._admission.forget(sock)
+        if connection.events:
             self._selector.unregister(sock)
-        except (KeyError, ValueError):
-            pass
+            connection.events = 0
         try:
             sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         sock.close()
 
-    def _expire(self) -> float:
-        """Act on every deadline that has passed; return the nearest one still ahead."""
-        now = time.monotonic()
+    def _nearest(self) -> float:
         nearest = math.inf
         for listening in self._listening:
             if listening.paused_until is not None:
-                if now >= listening.paused_until:
-                    listening.paused_until = None
-                    self._selector.register(listening.sock, selectors.EVENT_READ, listening)
-                else:
-                    nearest = min(nearest, listening.paused_until)
-        for connection in list(self._connections.values()):
-            due = _due(connection)
-            if now >= due:
-                self._step(connection, self._at_deadline)
-                if connection.sock not in self._connections:
-                    continue
-                due = _due(connection)
-            nearest = min(nearest, due)
+                nearest = min(nearest, listening.paused_until)
+        for connection in self._connections.values():
+            nearest = min(nearest, _due(connection))
         return nearest
+
+    def _expire(self, now: float) -> None:
+        """Act on every deadline that had passed when the turn began (the turn has read every ready socket)."""
+        for listening in self._listening:
+            if listening.paused_until is not None and now >= listening.paused_until:
+                listening.paused_until = None
+                self._selector.register(listening.sock, selectors.EVENT_READ, listening)
+        for connection in list(self._connections.values()):
+            if now >= _due(connection):
+                self._step(connection, lambda c: self._at_deadline(c, now))
+
+    def _at_deadline(self, connection: _Connection, now: float) -> None:
+        if connection.writing_until is not None:
+            self._drop(connection)  # it would not read its answer
+        else:
+            self._deliver(connection, connection.conversation.expired(now))
 
 
 def _due(connection: _Connection) -> float:
-    """While an answer is pending, the client's time to read it; otherwise the conversation's own deadline."""
-    return connection.writing_until if connection.writing_until is not None else connection.conversation.deadline()
+    """While an answer is pending, the client's time to read it; while a request waits its turn, none;
+    otherwise the conversation's own deadline."""
+    if connection.writing_until is not None:
+        return connection.writing_until
+    if connection.next_run is not None:
+        return math.inf
+    return connection.conversation.deadline()

@@ -15,7 +15,7 @@ from typing import Any
 from ..errors import RpcError
 from ..jsontext import encode
 from .auth import Token, bearer_matches, host_allowed, origin_allowed
-from .http import Request, Response
+from .http import HttpError, Request, Response
 from .mcp import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
@@ -76,18 +76,18 @@ class McpHttpApp:
         self._sessions = sessions
         self._on_internal_error = on_internal_error
 
-    def gate(self, request: Request) -> Response | None:
+    def gate(self, request: Request) -> HttpError | None:
         """Path, Host, Origin and token, decided from the headers alone (before any body is read)."""
         if request.path != ENDPOINT_PATH:
-            return Response.text(404, NOT_FOUND)
+            return HttpError(404, NOT_FOUND)
         if not host_allowed(request.header("host"), self._port()):
-            return Response.text(403, "forbidden: the Host header must name this bridge on loopback")
+            return HttpError(403, "forbidden: the Host header must name this bridge on loopback")
         if not origin_allowed(request.header("origin")):
-            return Response.text(403, "forbidden: requests from a non-loopback Origin are refused")
+            return HttpError(403, "forbidden: requests from a non-loopback Origin are refused")
         if not bearer_matches(request.header("authorization"), self._token):
             # No resource_metadata: this is not an OAuth server, only a wrong or stale token.
             challenge = 'Bearer realm="blender-bridge", error="invalid_token"'
-            return Response.text(
+            return HttpError(
                 401,
                 "unauthorized: send 'Authorization: Bearer <token>' with the token from Blender's runtime file",
                 headers=[("WWW-Authenticate", challenge)],

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-Address = tuple[str, int]
+from .conversation import Address, Peer
 
 
 @dataclass(frozen=True)
@@ -44,14 +44,9 @@ class PeerHost:
     windows_user_of: Callable[[int], str | None] = field(default_factory=lambda: _windows_user_of)
 
 
-def same_user(conn: socket.socket, host: PeerHost | None = None) -> bool | None:
+def same_user(peer: Peer, host: PeerHost | None = None) -> bool | None:
     """Whether the peer of an accepted connection runs as this OS user; None when that cannot be told."""
-    try:
-        ours: Address = conn.getsockname()[:2]
-        theirs: Address = conn.getpeername()[:2]
-    except OSError:
-        return None  # it left before it could be identified
-    return peer_is_same_user(ours, theirs, host or PeerHost())
+    return peer_is_same_user(peer.local, peer.remote, host or PeerHost())
 
 
 def peer_refusal(same: bool | None, *, token_required: bool) -> str | None:

@@ -10,13 +10,11 @@ says how many were suppressed. Refusals go to the log file only, never also to t
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 import time
 from collections.abc import Callable
 
 from ..log import REFUSAL_MARK, one_line
-from .loopback import peer_port
 
 BURST = 20
 WINDOW = 60.0
@@ -31,7 +29,7 @@ class RefusalLog:
         self._kinds: dict[tuple[str, str], list[float | int]] = {}
         """(what, reason) -> [window start, lines written in it, lines suppressed in it]."""
 
-    def refused(self, logger: logging.Logger, what: str, reason: str, conn: socket.socket | None = None) -> None:
+    def refused(self, logger: logging.Logger, what: str, reason: str, port: int | str = "?") -> None:
         reason = one_line(reason)
         now = self._clock()
         with self._lock:
@@ -47,7 +45,6 @@ class RefusalLog:
                 kind[2] += 1
                 return
             kind[1] += 1
-        port = peer_port(conn) if conn is not None else "?"
         _emit(logger, f"refused {what} from peer port {port}: {reason}")
 
     def flush(self, logger: logging.Logger) -> None:
@@ -67,5 +64,5 @@ refusals = RefusalLog()
 """The process's one refusal log, shared by both listeners."""
 
 
-def refused(logger: logging.Logger, what: str, reason: str, conn: socket.socket | None = None) -> None:
-    refusals.refused(logger, what, reason, conn)
+def refused(logger: logging.Logger, what: str, reason: str, port: int | str = "?") -> None:
+    refusals.refused(logger, what, reason, port)

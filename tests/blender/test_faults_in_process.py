@@ -63,7 +63,7 @@ def test_a_start_that_fails_after_the_mcp_listener_is_up_leaves_nothing_listenin
     service: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The Blender Lab listener cannot get its wake-up pair (out of descriptors) once the MCP one already listens."""
-    listener = importlib.import_module(f"{ADDON_MODULE}.net.listener")
+    listener = importlib.import_module(f"{ADDON_MODULE}.net.threaded")
     real = listener.socket.socketpair
     calls: list[int] = []
 

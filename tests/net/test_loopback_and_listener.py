@@ -8,8 +8,13 @@ import threading
 import pytest
 
 from blender_addon.errors import NonLoopbackAddress, PortUnavailable
-from blender_addon.net.listener import ConnectionState, TcpListener
+from blender_addon.net import threaded
+from blender_addon.net.admission import Admission
+from blender_addon.net.conversation import Peer
 from blender_addon.net.loopback import bind_loopback, loopback_address
+from blender_addon.net.threaded import TcpListener
+
+from .drivers import Greeting, Holding
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "example.com", "", "127.0.0.1.nip.io"])
@@ -36,15 +41,18 @@ def test_a_busy_port_is_a_clear_error() -> None:
         holder.close()
 
 
-def test_accepted_connections_have_tcp_nodelay() -> None:
+def test_accepted_connections_have_tcp_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
     done = threading.Event()
+    real_of = Peer.of
 
-    def handler(conn: socket.socket, state: ConnectionState) -> None:
-        seen.append(conn.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+    def of(sock: socket.socket) -> Peer:
+        seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         done.set()
+        return real_of(sock)
 
-    listener = TcpListener("127.0.0.1", 0, handler, name="t")
+    monkeypatch.setattr(threaded.Peer, "of", staticmethod(of))
+    listener = TcpListener("127.0.0.1", 0, Greeting, name="t")
     try:
         socket.create_connection(listener.address, timeout=5).close()
         assert done.wait(5)
@@ -57,17 +65,17 @@ def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() ->
     release = threading.Event()
     entered = threading.Semaphore(0)
 
-    def hold(conn: socket.socket, state: ConnectionState) -> None:
-        state.trusted, state.idle = True, False  # busy with an authenticated request: never evicted
+    def hold() -> bytes:  # busy with an authenticated request: never evicted
         entered.release()
         release.wait(10)
+        return b"done"
 
     listener = TcpListener(
         "127.0.0.1",
         0,
-        hold,
+        lambda peer: Holding(peer, hold),
         name="t",
-        max_connections=2,
+        admission=Admission(2),
         on_overflow=lambda conn: conn.sendall(b"busy"),
     )
     try:

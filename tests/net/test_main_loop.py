@@ -11,9 +11,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from blender_addon.net import conversation, main_loop
-from blender_addon.net.conversation import QUIET, Reply
-from blender_addon.net.listener import ConnectionState, backoff
+from blender_addon.net import main_loop, threaded
+from blender_addon.net.admission import backoff
+from blender_addon.net.conversation import QUIET, Output, Peer, Phase
 
 from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
 from .drivers import Served
@@ -58,7 +58,7 @@ def test_a_client_that_never_reads_its_large_answer_holds_up_nobody(big_endpoint
 def test_a_client_that_never_reads_its_answer_is_dropped_after_the_send_timeout(
     driver: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(conversation, "SEND_TIMEOUT", 0.3)
+    monkeypatch.setattr(threaded, "SEND_TIMEOUT", 0.3)
     monkeypatch.setattr(main_loop, "SEND_TIMEOUT", 0.3)
     endpoint = start_endpoint(driver=driver)
     try:
@@ -75,21 +75,24 @@ def test_a_client_that_never_reads_its_answer_is_dropped_after_the_send_timeout(
 class _Exploding:
     """A conversation with a bug: it raises on the first bytes it is given."""
 
-    def __init__(self, conn: socket.socket, state: ConnectionState) -> None:
-        self._conn = conn
+    def __init__(self, peer: Peer) -> None:
+        self.phase, self.trusted = Phase.WAITING, False
 
-    def opened(self) -> Reply:
+    def opened(self, now: float) -> Output:
         return QUIET
 
-    def received(self, data: bytes) -> Reply:
+    def received(self, data: bytes, now: float) -> Output:
         if data.startswith(b"boom"):
             raise RuntimeError("a bug in a conversation")
-        return Reply(b"ok:" + data, close=True)
+        return Output(b"ok:" + data, close=True)
+
+    def answered(self, result: object, now: float) -> Output:
+        return QUIET
 
     def deadline(self) -> float:
         return float("inf")
 
-    def expired(self) -> Reply:
+    def expired(self, now: float) -> Output:
         return QUIET
 
 
@@ -116,8 +119,8 @@ def test_accept_failures_pause_the_listener_and_the_loop_recovers() -> None:
     """Out of descriptors (a real EMFILE in a child process): the listener rests longer each time, then serves."""
     child = """
 import logging, os, resource, threading
-from blender_addon.net.conversation import Reply
 from blender_addon.net.main_loop import MainLoop
+from tests.net.drivers import Greeting
 pauses, enough = [], threading.Event()
 class Note(logging.Handler):
     def emit(self, record):
@@ -126,14 +129,8 @@ class Note(logging.Handler):
             if len(pauses) >= 5:
                 enough.set()
 logging.getLogger("hermes_bridge.net").addHandler(Note())
-class Hello:
-    def __init__(self, conn, state): pass
-    def opened(self): return Reply(b"hello", close=True)
-    def received(self, data): return Reply(close=True)
-    def deadline(self): return float("inf")
-    def expired(self): return Reply(close=True)
 loop = MainLoop()
-port = loop.listen("127.0.0.1", 0, Hello, name="t")[1]
+port = loop.listen("127.0.0.1", 0, Greeting, name="t")[1]
 stopping = threading.Event()
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1, hard))
@@ -143,7 +140,7 @@ try:
         held.append(os.open(os.devnull, os.O_RDONLY))  # fill every free descriptor below the limit
 except OSError:
     pass
-serving = threading.Thread(target=loop.serve, args=(stopping.is_set,))
+serving = threading.Thread(target=loop.run, args=(stopping.is_set,))
 serving.start()
 print(port, flush=True)
 enough.wait(10)

@@ -11,11 +11,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from blender_addon.net import listener as listener_module
+from blender_addon.net import threaded
+from blender_addon.net.admission import Admission, backoff, cap_for
+from blender_addon.net.conversation import Output
 from blender_addon.net.http import HttpLimits
-from blender_addon.net.listener import ConnectionState, TcpListener, backoff, cap_for
+from blender_addon.net.threaded import TcpListener
 
 from .conftest import Endpoint, start_endpoint
+from .drivers import Greeting, Holding
 
 CAP = 6
 
@@ -96,13 +99,19 @@ def test_403_and_404_close_the_connection(small: Endpoint, host: str | None, pat
 def test_busy_authenticated_connections_are_never_evicted() -> None:
     release, entered = threading.Event(), threading.Semaphore(0)
 
-    def busy(conn: socket.socket, state: ConnectionState) -> None:
-        state.trusted, state.idle = True, False
+    def busy() -> bytes:
         entered.release()
         release.wait(10)
-        conn.sendall(b"done")
+        return b"done"
 
-    listener = TcpListener("127.0.0.1", 0, busy, name="t", max_connections=2, on_overflow=lambda c: c.sendall(b"busy"))
+    listener = TcpListener(
+        "127.0.0.1",
+        0,
+        lambda peer: Holding(peer, busy),
+        name="t",
+        admission=Admission(2),
+        on_overflow=lambda c: c.sendall(b"busy"),
+    )
     try:
         held = [socket.create_connection(listener.address, timeout=10) for _ in range(2)]
         assert entered.acquire(timeout=5) and entered.acquire(timeout=5)
@@ -125,14 +134,15 @@ def test_accept_failures_back_off_instead_of_spinning() -> None:
     """Out of descriptors (a real EMFILE in a child process): the accept loop waits longer each time."""
     child = """
 import json, os, resource, sys, threading
-from blender_addon.net.listener import TcpListener
+from blender_addon.net.threaded import TcpListener
+from tests.net.drivers import Greeting
 waits, enough = [], threading.Event()
 def wait(seconds):
     waits.append(seconds)
     if len(waits) >= 5:
         enough.set()
     enough.wait(seconds)
-listener = TcpListener("127.0.0.1", 0, lambda conn, state: None, name="t", wait=wait)
+listener = TcpListener("127.0.0.1", 0, Greeting, name="t", wait=wait)
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (max(int(fd) for fd in os.listdir("/proc/self/fd")) + 1, hard))
 try:
@@ -158,19 +168,24 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     served = threading.Event()
-    listener = TcpListener("127.0.0.1", 0, lambda conn, state: served.set(), name="t")
-    real_thread = listener_module.threading.Thread
+    class Served(Greeting):
+        def opened(self, now: float) -> Output:
+            served.set()  # on the connection's own thread
+            return super().opened(now)
+
+    listener = TcpListener("127.0.0.1", 0, Served, name="t")
+    real_thread = threaded.threading.Thread
 
     class NoThreads(real_thread):  # type: ignore[misc, valid-type]
         def start(self) -> None:
             raise RuntimeError("can't start new thread")
 
     try:
-        monkeypatch.setattr(listener_module.threading, "Thread", NoThreads)
+        monkeypatch.setattr(threaded.threading, "Thread", NoThreads)
         with socket.create_connection(listener.address, timeout=10) as refused:
             assert refused.recv(1) == b""  # closed, not left hanging
         assert listener.connection_count == 0
-        monkeypatch.setattr(listener_module.threading, "Thread", real_thread)
+        monkeypatch.setattr(threaded.threading, "Thread", real_thread)
         socket.create_connection(listener.address, timeout=10).close()
         assert served.wait(5)
     finally:

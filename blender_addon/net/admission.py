@@ -1,0 +1,134 @@
+"""What both drivers decide alike about connections: the cap, who makes room, how to back off, what a bug costs.
+
+At the cap a new connection is not refused while another can make room: the oldest one that
+proved nothing, or that waits idle with nothing unread, is closed. A connection with a request
+in flight (or being sent by a client that authenticated) is never closed for room, so idle
+sockets opened by anyone on the machine cannot lock its own user out or cost an honest call.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from .conversation import Conversation, Phase
+
+log = logging.getLogger("hermes_bridge.net")
+
+BACKLOG = 128
+"""The listen queue; a turn of the main loop accepts up to this many, so a burst never leaves it full."""
+RESERVED_FILES = 128
+"""Descriptors left to Blender itself (files, images, libraries) when the cap is derived."""
+MAX_BACKOFF = 1.0
+
+Key = TypeVar("Key", bound=Hashable)
+
+
+def default_max_connections() -> int:
+    """Half of what the process's descriptor limit leaves after Blender's own share, within 16..256."""
+    try:
+        import resource  # POSIX only; Windows has no such per-process descriptor limit for sockets
+    except ImportError:
+        return 256
+    try:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (OSError, ValueError):
+        return 256
+    return 256 if soft == resource.RLIM_INFINITY else cap_for(soft)
+
+
+def cap_for(descriptor_limit: int) -> int:
+    """E.g. 64 connections under macOS's usual 256 for GUI apps, 256 under Linux's 1024."""
+    return max(16, min(256, (descriptor_limit - RESERVED_FILES) // 2))
+
+
+def evictable(conversation: Conversation) -> bool:
+    """Whether closing it for room costs nobody a request: it waits for its next one, or proved nothing yet."""
+    phase = conversation.phase
+    return phase is Phase.WAITING or (phase is Phase.RECEIVING and not conversation.trusted)
+
+
+@dataclass
+class _Entry:
+    opened: float
+    conversation: Conversation
+
+
+class Admission(Generic[Key]):
+    """The connections of one driver, under one cap; thread-safe (the threaded driver admits on its accept thread)."""
+
+    def __init__(self, cap: int | None = None) -> None:
+        self.cap = cap or default_max_connections()
+        self._lock = threading.Lock()
+        self._entries: dict[Key, _Entry] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def admit(self, key: Key, conversation: Conversation, now: float, unread: Callable[[Key], bool]) -> Key | None:
+        """Count `key` in; at the cap first forget the connection to close for it (returned), or raise Full."""
+        with self._lock:
+            victim = None
+            if len(self._entries) >= self.cap:
+                victim = self._oldest_evictable(unread)
+                if victim is None:
+                    raise Full
+                del self._entries[victim]
+            self._entries[key] = _Entry(now, conversation)
+        if victim is not None:
+            log.warning("connection cap (%d) reached: closed the oldest idle or unauthenticated connection", self.cap)
+        return victim
+
+    def forget(self, key: Key) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def keys(self) -> list[Key]:
+        with self._lock:
+            return list(self._entries)
+
+    def _oldest_evictable(self, unread: Callable[[Key], bool]) -> Key | None:
+        candidates = sorted(
+            (entry.opened, n, key)
+            for n, (key, entry) in enumerate(self._entries.items())
+            if evictable(entry.conversation)
+        )
+        for _, _, key in candidates:
+            if not unread(key):  # its next request already waits in the kernel: it is not idle
+                return key
+        return None
+
+
+class Full(Exception):
+    """At the cap, and every connection is busy: the new one is closed."""
+
+
+class AcceptBackoff:
+    """After an accept failure (e.g. out of descriptors) retrying at once would spin: wait longer each time."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._failures = 0
+
+    def failed(self, exc: OSError) -> float:
+        """Seconds to wait before the next accept."""
+        self._failures += 1
+        pause = backoff(self._failures)
+        log.warning("accept failed on %s (%s); retrying in %.2f s", self._name, exc, pause)
+        return pause
+
+    def succeeded(self) -> None:
+        self._failures = 0
+
+
+def backoff(failures: int) -> float:
+    """Seconds to wait after the n-th accept failure in a row: 10 ms, doubling, at most MAX_BACKOFF."""
+    return min(MAX_BACKOFF, 0.01 * 2 ** (failures - 1))
+
+
+def conversation_failed(exc: BaseException) -> None:
+    """A bug in one conversation (or the work it handed out) closes that connection only, said once, in the log."""
+    log.error("a connection failed unexpectedly; it was closed and the bridge goes on serving", exc_info=exc)
