@@ -12,6 +12,7 @@ whole is closed without one (the client did nothing wrong; the bridge stopped).
 
 from __future__ import annotations
 
+import math
 import selectors
 import socket
 import threading
@@ -41,7 +42,7 @@ def converse(sock: socket.socket, conversation: Conversation, stopping: threadin
         if remaining <= 0:
             output = conversation.expired(now)
             continue
-        sock.settimeout(remaining)
+        sock.settimeout(None if remaining == math.inf else remaining)
         try:
             data = sock.recv(RECV_BYTES)
         except TimeoutError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -38,6 +39,11 @@ class FakeTools:
         self.calls.append((name, arguments))
         if name == "echo":
             return ToolOutcome.json({"echo": arguments})
+        if name == "sleep":  # a long job: on the main loop it holds every other client
+            time.sleep(arguments["seconds"])
+            return ToolOutcome.json({"slept": arguments["seconds"]})
+        if name == "big":  # a small request with a large answer
+            return ToolOutcome.json({"pad": "x" * arguments["size"]})
         if name == "fail":
             return ToolOutcome.error("it broke", state="tool_failed")
         if name == "crash":

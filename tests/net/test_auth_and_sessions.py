@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hmac
 import pickle
 
 import pytest
 
+from blender_addon.net import auth
 from blender_addon.net.auth import Token, bearer_matches, host_allowed, origin_allowed
 from blender_addon.net.sessions import SessionStore
 
@@ -26,6 +28,20 @@ def test_token_matching_is_exact() -> None:
     assert not token.matches("ÿ")  # non-ASCII guesses are compared, not crashed on
     assert bearer_matches("Bearer abc123", token) and bearer_matches("bearer  abc123 ", token)
     assert not bearer_matches(None, token) and not bearer_matches("Bearer", token)
+
+
+def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def compare_digest(a: bytes, b: bytes) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(auth.hmac, "compare_digest", compare_digest)
+    token = Token("abc123")
+    assert bearer_matches("Bearer abc123", token) and not bearer_matches("Bearer abc124", token)
+    assert compared == [(b"abc123", b"abc123"), (b"abc124", b"abc123")]
 
 
 def test_host_and_origin_rules() -> None:

@@ -5,6 +5,9 @@ from __future__ import annotations
 import http.client
 import socket
 import time
+from typing import Any
+
+import h11
 
 from .conftest import Endpoint
 
@@ -93,3 +96,73 @@ def test_stop_closes_idle_connections_and_joins_their_threads(endpoint: Endpoint
     assert idle.recv(10) == b""  # the server closed it
     assert endpoint.listener.connection_count == 0
     idle.close()
+
+
+def test_a_content_length_of_thousands_of_digits_is_413_not_a_crash(endpoint: Endpoint, caplog: Any) -> None:
+    reply = endpoint.raw(_head(endpoint, "9" * 5000))
+    assert reply.startswith(b"HTTP/1.1 413 ") and b"exceeds the limit" in reply
+    assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
+    _still_serving(endpoint)
+
+
+def test_head_gets_its_answer_without_a_body_and_the_connection_stays_in_step(endpoint: Endpoint) -> None:
+    """RFC 9110 §9.3.2; h11 reads both answers on one connection only if the HEAD answer has no body."""
+    client = h11.Connection(h11.CLIENT)
+    headers = [(k, v) for k, v in endpoint.headers().items()]
+    body = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) as sock:
+        sock.sendall(client.send(h11.Request(method="HEAD", target="/mcp", headers=headers)))
+        sock.sendall(client.send(h11.EndOfMessage()))
+        head = _next_response(client, sock)
+        assert head[0].status_code == 405 and head[1] == b""
+        client.start_next_cycle()
+        post_headers = [*headers, ("Content-Length", str(len(body)))]
+        sock.sendall(client.send(h11.Request(method="POST", target="/mcp", headers=post_headers)))
+        sock.sendall(client.send(h11.Data(data=body)) + client.send(h11.EndOfMessage()))
+        status = _next_response(client, sock)[0].status_code
+    assert status == 400  # a session-era request without its session: an answer, in step
+
+
+def test_a_204_carries_no_content_length(endpoint: Endpoint) -> None:
+    status, headers, _ = endpoint.rpc(
+        "initialize",
+        {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}},
+        modern=False,
+    )
+    session = headers["mcp-session-id"]
+    delete = f"DELETE /mcp HTTP/1.1\r\nHost: {endpoint.host}\r\nAuthorization: Bearer {endpoint.token.reveal()}\r\n"
+    reply = endpoint.raw(f"{delete}Mcp-Session-Id: {session}\r\nConnection: close\r\n\r\n".encode())
+    assert reply.startswith(b"HTTP/1.1 204 ") and b"content-length" not in reply.lower()
+
+
+def test_the_apps_400_closes_the_connection(endpoint: Endpoint) -> None:
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) as sock:
+        sock.sendall(_head(endpoint, 9) + b"not json!")
+        reply = b""
+        while chunk := sock.recv(4096):  # ends only because the bridge closes
+            reply += chunk
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"Connection: close" in reply
+
+
+def test_a_request_half_sent_when_the_bridge_stops_is_closed_without_blaming_the_client(endpoint: Endpoint) -> None:
+    with socket.create_connection(("127.0.0.1", endpoint.port), timeout=5) as sock:
+        sock.sendall(_head(endpoint, 100)[:30])
+        time.sleep(0.2)  # read by the bridge
+        endpoint.listener.stop()
+        assert sock.recv(4096) == b""
+    assert endpoint.tools.calls == []
+
+
+def _next_response(client: h11.Connection, sock: socket.socket) -> tuple[h11.Response, bytes]:
+    response, body = None, b""
+    while True:
+        event = client.next_event()
+        if event is h11.NEED_DATA:
+            client.receive_data(sock.recv(65536))
+        elif isinstance(event, h11.Response):
+            response = event
+        elif isinstance(event, h11.Data):
+            body += event.data
+        elif isinstance(event, h11.EndOfMessage):
+            assert response is not None
+            return response, body

@@ -17,10 +17,10 @@ SECRET_BODY = "print('the body stays out of the log')"
 
 
 class _Records(logging.Handler):
-    """Attached to the net logger itself: the add-on's logger does not propagate to the root."""
+    """Attached to the net logger itself (the add-on's logger does not propagate to the root), at every level."""
 
     def __init__(self) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.DEBUG)
         self.messages: list[str] = []
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -31,10 +31,12 @@ def test_a_refused_request_is_logged_with_its_reason_and_port_but_no_token_or_bo
     records = _Records()
     net = logging.getLogger("hermes_bridge.net")
     net.addHandler(records)
+    level, net.level = net.level, logging.DEBUG  # a line at DEBUG or INFO must not carry a secret either
     try:
         status, _, _ = endpoint.post({"code": SECRET_BODY}, endpoint.headers(Authorization="Bearer stolen-guess-123"))
     finally:
         net.removeHandler(records)
+        net.setLevel(level)
     assert status == 401
     [message] = records.messages
     assert message.startswith("refused HTTP 401 from peer port ") and "unauthorized" in message

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,7 +18,7 @@ from blender_addon.net.admission import backoff
 from blender_addon.net.conversation import QUIET, Output, Peer, Phase
 
 from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
-from .drivers import Served
+from .drivers import Greeting, Served
 
 
 @pytest.fixture
@@ -105,14 +107,58 @@ def _ask(port: int, data: bytes) -> bytes:
     return b"".join(chunks)
 
 
-def test_a_conversation_that_raises_is_closed_and_the_loop_serves_on(caplog: pytest.LogCaptureFixture) -> None:
-    served = Served("main-loop", _Exploding)
+def test_a_conversation_that_raises_is_logged_once_closed_and_the_driver_serves_on(
+    driver: str, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    served = Served(driver, _Exploding)
     try:
         assert _ask(served.address[1], b"boom") == b""
         assert _ask(served.address[1], b"hello") == b"ok:hello"
     finally:
         served.stop()
-    assert "the bridge goes on serving" in caplog.text
+    [record] = [record for record in caplog.records if record.exc_info]
+    assert "the bridge goes on serving" in record.getMessage() and "a bug in a conversation" in caplog.text
+    assert "Traceback" not in capfd.readouterr().err.replace(caplog.text, "")  # not also printed by a thread hook
+
+
+class _FailingAccepts:
+    """The listening socket, whose first accepts fail as they do when the process is out of descriptors."""
+
+    def __init__(self, sock: socket.socket, failures: int) -> None:
+        self._sock, self._failures = sock, failures
+        self.attempts: list[float] = []
+
+    def fileno(self) -> int:
+        return self._sock.fileno()
+
+    def accept(self) -> tuple[socket.socket, object]:
+        self.attempts.append(time.monotonic())
+        if len(self.attempts) <= self._failures:
+            raise OSError(errno.EMFILE, "Too many open files")
+        return self._sock.accept()
+
+    def close(self) -> None:
+        self._sock.close()
+
+
+def test_after_an_accept_failure_the_loop_waits_before_it_accepts_again() -> None:
+    loop = main_loop.MainLoop()
+    port = loop.listen("127.0.0.1", 0, Greeting, name="t")[1]
+    [listening] = loop._listening
+    failing = _FailingAccepts(listening.sock, failures=4)
+    listening.sock = failing  # type: ignore[assignment]
+    stopping = threading.Event()
+    serving = threading.Thread(target=loop.run, args=(stopping.is_set,), daemon=True)
+    serving.start()
+    try:
+        assert _ask(port, b"") == b"hello"  # accepted once the failures are over
+    finally:
+        stopping.set()
+        loop.wake()
+        serving.join(10)
+        loop.close()
+    gaps = [later - earlier for earlier, later in zip(failing.attempts, failing.attempts[1:], strict=False)]
+    assert len(gaps) >= 4 and all(gap >= backoff(n) for n, gap in enumerate(gaps[:4], start=1)), gaps
 
 
 def test_accept_failures_pause_the_listener_and_the_loop_recovers() -> None:

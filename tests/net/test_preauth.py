@@ -168,6 +168,7 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     served = threading.Event()
+
     class Served(Greeting):
         def opened(self, now: float) -> Output:
             served.set()  # on the connection's own thread
