@@ -216,6 +216,21 @@ def test_status_never_calls_a_file_naming_the_wrong_process_ready(
     assert checks["MCP round trip"]["ok"] is False and ("stale or forged" in detail or "another user" in detail)
 
 
+def test_status_never_calls_a_file_naming_another_blender_that_does_not_own_the_port_ready(
+    machine: Machine, running: HeadlessBlender, tmp_path: Path
+) -> None:
+    """A Blender, but not the one listening there: only the process that owns the socket is the bridge."""
+    with HeadlessBlender(tmp_path / "other.json") as other:
+        record = json.loads(machine.runtime_file.read_text())
+        record["pid"] = other_pid = other.pid
+        machine.runtime_file.write_text(json.dumps(record))
+        code, payload, _ = machine.status("--json", "--server", "blender")
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
+    port = record["http"].rsplit(":", 1)[1]
+    assert f"pid {other_pid} does not listen on port {port}" in checks["MCP round trip"]["detail"]
+
+
 def test_status_lists_every_serving_blender_and_marks_the_one_hermes_uses(machine: Machine) -> None:
     with HeadlessBlender(machine.runtime_file) as older, HeadlessBlender(machine.runtime_file) as newer:
         _, report, _ = machine.status("--json", "--no-connect")
