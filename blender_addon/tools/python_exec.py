@@ -108,11 +108,22 @@ def _finish(result: Any, strict_json: bool, captured: _Capture) -> Envelope:
         text = (
             dumps(result)
             if strict_json
-            else json.dumps(result, default=repr, separators=(",", ":"), ensure_ascii=False)
+            else json.dumps(result, default=repr, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
         )
-    except (TypeError, ValueError) as exc:
+    except ValueError as exc:
+        if _NOT_A_NUMBER in str(exc):  # JSON has no NaN or infinity: one answer on both listeners, never "NaN"
+            return captured.envelope(error=NOT_FINITE)
+        return captured.envelope(error=f"The `result` value is not JSON-serializable: {exc}")
+    except TypeError as exc:
         return captured.envelope(error=f"The `result` value is not JSON-serializable: {exc}")
     return captured.envelope(result=RawJson(text))
+
+
+_NOT_A_NUMBER = "Out of range float values"
+NOT_FINITE = (
+    "The `result` value holds NaN or an infinity, which JSON cannot carry. The code ran (what it changed stays): "
+    "turn such numbers into None or a string before assigning `result`"
+)
 
 
 def _traceback(exc: BaseException) -> str:

@@ -224,3 +224,21 @@ def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
     after = serve_while(bridge.dispatcher, ask, bridge.serve if main_thread else None)
     assert after == {"status": "ok", "result": {"next": True}}
     assert "hermes_test_late_lab" not in bpy.app.driver_namespace
+
+
+def test_nan_and_infinities_get_the_same_error_on_both_listeners_never_a_success(
+    service: ModuleType, tmp_path: Path
+) -> None:
+    python_exec = importlib.import_module(f"{ADDON_MODULE}.tools.python_exec")
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0))
+    code = "result = {'x': float('nan'), 'y': [float('inf')]}"
+
+    def ask() -> tuple[dict[str, Any], dict[str, Any], Any]:
+        lab = lab_execute(_lab_port(bridge), code, strict_json=False)
+        strict = lab_execute(_lab_port(bridge), code, strict_json=True)
+        return lab, strict, bridge.call_tool("execute_blender_code", {"code": code})
+
+    lab, strict, outcome = serve_while(bridge.dispatcher, ask)
+    assert lab == strict == {"status": "error", "message": python_exec.NOT_FINITE}
+    assert outcome.is_error and python_exec.NOT_FINITE in outcome.content[0]["text"]
+    assert "execution_error" in outcome.content[0]["text"]
