@@ -19,7 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from . import dispatch, interrupt, prefs, service
+from . import dispatch, interrupt, notes, prefs, service
 from .errors import BridgeError
 
 COMMAND = "hermes_bridge"
@@ -55,10 +55,9 @@ def run(argv: list[str]) -> int:
         lab_port=lab_port,
         runtime_file=args.runtime_file,
         allow_code=defaults.allow_code and not args.no_code_execution,
-        gui=False,
-        main_thread=True,
+        mode=service.Mode.BACKGROUND,
     )
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.InPlaceDispatcher()
 
     def stop_now() -> None:
         """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting.
@@ -97,7 +96,7 @@ def run(argv: list[str]) -> int:
         print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)
     elif bridge.lab_error is not None:
         print(f"{COMMAND}: warning: {bridge.lab_error}", flush=True)
-    if note := bridge.takeover_note():
+    if note := notes.takeover(bridge.publication):
         print(f"{COMMAND}: {note}", flush=True)
     try:
         bridge.serve()

@@ -1,10 +1,11 @@
 """The one place where network threads meet bpy.
 
-Every job runs on Blender's main thread. In the GUI, connection threads queue jobs for a
-persistent `bpy.app.timers` pump. In background mode and Blender-as-a-module (where timers
-never fire) the main thread serves the connections itself (`inline()`: a job runs in place,
-a watchdog thread interrupts it at its deadline); the blocking queue pump (`serve`) remains
-for hosts that bring their own threads.
+Every job runs on Blender's main thread, one `Job` at a time, through the dispatcher of the
+bridge's mode: in the GUI connection threads queue jobs for a persistent `bpy.app.timers` pump
+(`QueuedDispatcher`); in background mode (where timers never fire) the main thread serves the
+connections itself and runs each job in place, a watchdog thread interrupting it at its deadline
+(`InPlaceDispatcher`); a host embedding Blender-as-a-module with threads of its own gives its
+main thread to `QueuedDispatcher.pump_until_stopped`.
 
 A job past its deadline, or running when a stop is asked, is interrupted until it ends
 (`interrupt.py` says how: on POSIX a signal ends a wait in C, and the interrupt is repeated at
@@ -13,6 +14,7 @@ every line of the job's code, so a bare `except` cannot keep it).
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import math
 import queue
@@ -20,8 +22,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
-
-import bpy
 
 from . import interrupt, log
 from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted
@@ -155,31 +155,22 @@ WATCH_INTERVAL = 0.05
 """How often the watchdog looks at a job run in place: the deadline holds to this (a look is a few microseconds)."""
 
 
-class Dispatcher:
-    """A job queue drained on the main thread by whichever pump is running."""
+class Dispatcher(abc.ABC):
+    """What every way of reaching the main thread shares: the running job, the stop, the wake-ups."""
 
     def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
         self._stop = threading.Event()
         self._closed = False
         self._running: Job | None = None
-        self._inline_thread: int | None = None
         self._wakers: list[Callable[[], None]] = []
         self._stop_when_idle = False
 
+    @abc.abstractmethod
     def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
-        """`fn()` run on the main thread: in place on the thread serving `inline()`, else queued for the pump.
+        """`fn()` run on the main thread. A job past `timeout` is interrupted and its caller told so
+        (DispatchTimeout); one whose `wanted()` is False when its turn comes (the client left) is dropped."""
 
-        Either way a job past `timeout` is interrupted and its caller told so (DispatchTimeout), and one
-        whose `wanted()` is False when its turn comes (the client left) is dropped, never run.
-        """
-        if self._inline_thread != threading.get_ident():
-            job, wait = self.submit(fn, wanted), timeout
-        elif self._closed:
-            raise BridgeStopped("the bridge is stopping; the request was not run")
-        else:
-            job, wait = Job(fn, time.monotonic() + timeout, wanted), 0.0
-            self._run(job)
+    def _answer(self, job: Job, wait: float, timeout: float) -> Any:
         try:
             return job.wait(wait)
         except JobInterrupted:
@@ -188,27 +179,6 @@ class Dispatcher:
                     "the bridge stopped while the request ran; what it changed before stopping stays"
                 ) from None
             raise _ran_too_long(timeout) from None
-
-    @contextlib.contextmanager
-    def inline(self) -> Iterator[None]:
-        """While inside, jobs that `call` meets on this thread run in place, watched for their deadline."""
-        self._inline_thread = threading.get_ident()
-        interrupt.install()
-        done = threading.Event()
-        watchdog = threading.Thread(target=self._watch, args=(done,), name="hermes-watchdog", daemon=True)
-        watchdog.start()
-        try:
-            yield
-        finally:
-            self._inline_thread = None
-            done.set()
-            watchdog.join()
-
-    def _watch(self, done: threading.Event) -> None:
-        while not done.wait(WATCH_INTERVAL):
-            job = self._running
-            if job is not None and (time.monotonic() > job.deadline or self._stop.is_set()):
-                job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
 
     def stop_requested(self) -> bool:
         return self._stop.is_set() or (self._stop_when_idle and self._running is None)
@@ -223,6 +193,53 @@ class Dispatcher:
         """Have `request_stop` also call `wake` (which must be safe from a signal handler)."""
         self._wakers.append(wake)
 
+    def running(self) -> bool:
+        """Whether a job is running on the main thread now."""
+        return self._running is not None
+
+    def in_job(self) -> bool:
+        """Whether the caller is inside the running job (its code called back into the bridge)."""
+        job = self._running
+        return job is not None and job.thread == threading.get_ident()
+
+    def _run(self, job: Job) -> None:
+        self._running = job
+        try:
+            job.run()
+        except JobInterrupted:
+            pass  # it arrived just after the job ended: nothing is left to stop
+        finally:
+            self._running = None
+
+    def interrupt_running(self) -> bool:
+        """Stop the job running on the main thread, if any, until it ends (safe from a signal handler; in
+        place, the watchdog repeats it while a stop is asked)."""
+        job = self._running
+        return job.interrupt() if job is not None else False
+
+    def request_stop(self) -> None:
+        """Ask whoever serves to return; safe from signal handlers and other threads."""
+        self._stop.set()
+        for wake in self._wakers:
+            wake()
+
+    def close(self) -> None:
+        """Refuse new jobs."""
+        self._closed = True
+        self.request_stop()
+
+
+class QueuedDispatcher(Dispatcher):
+    """The GUI's and an embedding host's way: callers on other threads queue jobs, and a pump on the main
+    thread runs them (the GUI's timer, or `pump_until_stopped` where the host gives its main thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
+
+    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
+        return self._answer(self.submit(fn, wanted), timeout, timeout)
+
     def submit(self, fn: Callable[[], Any], wanted: Callable[[], bool] | None = None) -> Job:
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
@@ -232,15 +249,6 @@ class Dispatcher:
 
     def pending(self) -> bool:
         return not self._queue.empty()
-
-    def running(self) -> bool:
-        """Whether a job is running on the main thread now."""
-        return self._running is not None
-
-    def in_job(self) -> bool:
-        """Whether the caller is inside the running job (its code called back into the bridge)."""
-        job = self._running
-        return job is not None and job.thread == threading.get_ident()
 
     def queued(self) -> int:
         """How many jobs wait for the main thread (approximate while threads submit)."""
@@ -261,8 +269,8 @@ class Dispatcher:
             if time.monotonic() >= deadline:
                 return ran
 
-    def serve(self, poll: float = 0.5) -> None:
-        """Blocking pump for background mode: run jobs until request_stop() (main thread only)."""
+    def pump_until_stopped(self, poll: float = 0.5) -> None:
+        """Run jobs on this thread (the main one) until `request_stop()`: for a host that brings its own threads."""
         interrupt.install()
         while not self._stop.is_set():
             try:
@@ -272,32 +280,13 @@ class Dispatcher:
             if job is not None:
                 self._run(job)
 
-    def _run(self, job: Job) -> None:
-        self._running = job
-        try:
-            job.run()
-        except JobInterrupted:
-            pass  # it arrived just after the job ended: nothing is left to stop
-        finally:
-            self._running = None
-
-    def interrupt_running(self) -> bool:
-        """Stop the job running on the main thread, if any, until it ends (safe from a signal handler; on the
-        main loop the watchdog repeats it while a stop is asked)."""
-        job = self._running
-        return job.interrupt() if job is not None else False
-
     def request_stop(self) -> None:
-        """Ask the blocking pump to return; safe from signal handlers and other threads."""
-        self._stop.set()
+        super().request_stop()
         self._queue.put(None)
-        for wake in self._wakers:
-            wake()
 
     def close(self) -> None:
         """Refuse new jobs and release everyone waiting on a queued one."""
-        self._closed = True
-        self.request_stop()
+        super().close()
         while True:
             try:
                 job = self._queue.get_nowait()
@@ -305,6 +294,45 @@ class Dispatcher:
                 return
             if job is not None:
                 job.cancel(BridgeStopped("the bridge stopped before the request ran"))
+
+
+class InPlaceDispatcher(Dispatcher):
+    """Background Blender's way: the thread that serves every connection (Blender's main one) runs each job
+    where it meets it, and a watchdog thread interrupts a job at its deadline."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._serving_thread: int | None = None
+
+    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
+        if self._serving_thread != threading.get_ident():
+            raise RuntimeError("jobs run in place on the thread inside `serving()` only")
+        if self._closed:
+            raise BridgeStopped("the bridge is stopping; the request was not run")
+        job = Job(fn, time.monotonic() + timeout, wanted)
+        self._run(job)
+        return self._answer(job, 0.0, timeout)
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """While inside, jobs that `call` meets on this thread run in place, watched for their deadline."""
+        self._serving_thread = threading.get_ident()
+        interrupt.install()
+        done = threading.Event()
+        watchdog = threading.Thread(target=self._watch, args=(done,), name="hermes-watchdog", daemon=True)
+        watchdog.start()
+        try:
+            yield
+        finally:
+            self._serving_thread = None
+            done.set()
+            watchdog.join()
+
+    def _watch(self, done: threading.Event) -> None:
+        while not done.wait(WATCH_INTERVAL):
+            job = self._running
+            if job is not None and (time.monotonic() > job.deadline or self._stop.is_set()):
+                job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
 
 
 # --- GUI pump ---------------------------------------------------------------------------
@@ -320,7 +348,7 @@ IDLE_INTERVAL = 0.01
 (1.5-4 % of a core), 0 cost about 1.5 % more, and after idling the wait is set by Blender's loop and the
 machine's wake-ups more than by this interval (docs/performance.md, GUI)."""
 
-_gui_dispatcher: Dispatcher | None = None
+_gui_dispatcher: QueuedDispatcher | None = None
 
 
 def gui_tick() -> float | None:
@@ -336,8 +364,10 @@ def gui_tick() -> float | None:
     return ACTIVE_INTERVAL if ran or dispatcher.pending() else IDLE_INTERVAL
 
 
-def start_gui_pump(dispatcher: Dispatcher) -> None:
+def start_gui_pump(dispatcher: QueuedDispatcher) -> None:
     global _gui_dispatcher
+    import bpy  # here only: the rest of this module runs in any Python (the network tests use it without Blender)
+
     _gui_dispatcher = dispatcher
     interrupt.install()
     if not bpy.app.timers.is_registered(gui_tick):
@@ -346,6 +376,8 @@ def start_gui_pump(dispatcher: Dispatcher) -> None:
 
 def stop_gui_pump() -> None:
     global _gui_dispatcher
+    import bpy
+
     _gui_dispatcher = None
     if bpy.app.timers.is_registered(gui_tick):
         bpy.app.timers.unregister(gui_tick)

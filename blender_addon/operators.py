@@ -6,7 +6,7 @@ import contextlib
 
 import bpy
 
-from . import prefs, service
+from . import notes, prefs, service
 from .errors import BridgeError
 
 
@@ -22,7 +22,7 @@ class HERMES_BRIDGE_OT_start(bpy.types.Operator):
         except BridgeError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
-        note = bridge.takeover_note()
+        note = notes.takeover(bridge.publication)
         self.report({"WARNING"} if note else {"INFO"}, note or f"Bridge listening at {bridge.endpoint}")
         return {"FINISHED"}
 

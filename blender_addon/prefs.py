@@ -73,13 +73,13 @@ def preferences() -> HermesBridgePreferences | None:
 def config() -> service.BridgeConfig:
     """The bridge configuration the preferences describe, for this kind of session."""
     prefs = preferences()
-    gui = not bpy.app.background
+    mode = service.Mode.EMBEDDED if bpy.app.background else service.Mode.GUI  # `--command` sets BACKGROUND
     if prefs is None:
-        return service.BridgeConfig(gui=gui)
+        return service.BridgeConfig(mode=mode)
     return service.BridgeConfig(
         port=prefs.http_port,
         lab_port=prefs.lab_port if prefs.lab_enabled else None,
         lab_require_token=prefs.lab_require_token,
         allow_code=prefs.allow_code,
-        gui=gui,
+        mode=mode,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import service
+from . import notes, service
 
 
 class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
@@ -37,7 +37,7 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         else:
             for line in _wrap("Blender Lab listener: off (for blender_lab, turn it on in the add-on's preferences)"):
                 layout.label(text=line)
-        note = bridge.reachability_note() or bridge.takeover_note()
+        note = notes.reachability(bridge.runtime_file, bridge.pid) or notes.takeover(bridge.publication)
         if note:
             for line in _wrap(note):
                 layout.label(text=line, icon="INFO")

@@ -210,7 +210,7 @@ def dispatch_hop(n: int) -> dict[str, float]:
         os.environ.setdefault("BLENDER_USER_RESOURCES", str(Path(folder) / "user"))
         enable_extension(ADDON_SOURCE, Path(folder) / "repo")
         dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
-        dispatcher = dispatch.Dispatcher()
+        dispatcher = dispatch.QueuedDispatcher()
         box: dict[str, Any] = {}
 
         def client() -> None:
@@ -219,7 +219,7 @@ def dispatch_hop(n: int) -> dict[str, float]:
 
         thread = threading.Thread(target=client)
         thread.start()
-        dispatcher.serve(poll=0.5)
+        dispatcher.pump_until_stopped(poll=0.5)
         thread.join()
         return box["stats"]
 

@@ -43,7 +43,7 @@ _FOREIGN_JSON_GRACE = 0.5
 
 
 class LabExecutor(Protocol):
-    def execute(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> dict[str, Any] | None:
+    def run_lab_code(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> dict[str, Any] | None:
         """The reply envelope, or None when the client left while a deferred result was pending."""
         ...
 
@@ -208,7 +208,7 @@ def _handle(raw: bytes, executor: LabExecutor, connected: Callable[[], bool]) ->
     code = request.get("code")
     if not isinstance(code, str):
         return encode(error_envelope("The `code` field must be a string"))
-    envelope = executor.execute(code, strict_json, connected)
+    envelope = executor.run_lab_code(code, strict_json, connected)
     return encode(envelope) if envelope is not None else b""
 
 

@@ -59,7 +59,7 @@ def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], 
     thread = threading.Thread(target=target)
     thread.start()
     if serve is None:
-        dispatcher.serve(poll=0.05)
+        dispatcher.pump_until_stopped(poll=0.05)
     else:
         serve()
     thread.join()

@@ -54,7 +54,7 @@ def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps
 ) -> None:
     from dataclasses import replace
 
-    catalogue = service.CATALOGUE
+    catalogue = importlib.import_module(service.__name__.rsplit(".", 1)[0] + ".tools").CATALOGUE
     original = catalogue["get_objects_summary"]
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
@@ -99,7 +99,9 @@ def test_starting_again_replaces_the_running_bridge_and_its_file(service: Module
     first = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
     second = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
     assert service.active() is second
-    with pytest.raises(service.BridgeStopped):  # the replaced bridge really stopped: it takes no more work
+    with pytest.raises(
+        importlib.import_module(f"{ADDON_MODULE}.errors").BridgeStopped
+    ):  # the replaced bridge really stopped: it takes no more work
         first.dispatcher.submit(lambda: None)
     assert json.loads(path.read_text())["http"] == second.url
     service.stop()
@@ -140,7 +142,9 @@ def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
     service: ModuleType, tmp_path: Path
 ) -> None:
     """What Ctrl+C or SIGTERM does to `blender -b --command hermes_bridge` while a script runs."""
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    bridge = service.start(
+        service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
+    )
     dispatcher = bridge.dispatcher
 
     def stop_now() -> None:
@@ -161,7 +165,9 @@ def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
 def test_on_the_main_loop_a_request_that_comes_during_another_waits_its_turn(
     service: ModuleType, tmp_path: Path
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    bridge = service.start(
+        service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
+    )
     log = "import bpy\norder = bpy.app.driver_namespace.setdefault('hermes_test_order', [])\n"
     slow = log + "order.clear()\nimport time\ntime.sleep(1.0)\norder.append('slow')"
     second = log + "order.append('second')\nresult = {'order': list(order)}"
@@ -210,14 +216,14 @@ every exception and goes back to its wait can outlast it (README > Security)."""
         for hold in _HOLDS
     ],
 )
-@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadline(
-    service: ModuleType, tmp_path: Path, main_thread: bool, hold: str
+    service: ModuleType, tmp_path: Path, mode: str, hold: str
 ) -> None:
     """Each of these but the busy loop held every client for minutes; now each is stopped and says so (a hang fails
     the timeout). On the main loop nobody waits on another thread: the watchdog interrupts the job in place."""
     config = service.BridgeConfig(
-        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, main_thread=main_thread
+        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, mode=service.Mode[mode]
     )
     bridge = service.start(config)
     marker = "\nimport bpy\nbpy.app.driver_namespace['hermes_test_after'] = True"
@@ -237,7 +243,9 @@ def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadl
 
 def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: ModuleType, tmp_path: Path) -> None:
 
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=True))
+    bridge = service.start(
+        service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
+    )
     interrupt = importlib.import_module(f"{ADDON_MODULE}.interrupt")
     code = "import signal\nsignal.signal(signal.SIGUSR2, signal.SIG_IGN)"
     bypass = "import _signal, signal\n_signal.signal(int(signal.SIGUSR2), _signal.SIG_IGN)\nresult = {}"
@@ -269,11 +277,11 @@ def _send_and_leave(bridge: Any, name: str, arguments: dict) -> None:
         sock.sendall(request)
 
 
-@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(
-    service: ModuleType, tmp_path: Path, main_thread: bool
+    service: ModuleType, tmp_path: Path, mode: str
 ) -> None:
-    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, main_thread=main_thread)
+    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode[mode])
     bridge = service.start(config)
     late = "import bpy\nbpy.app.driver_namespace['hermes_test_late'] = True"
 

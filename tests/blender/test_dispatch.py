@@ -25,7 +25,7 @@ def errors(addon: ModuleType) -> ModuleType:
 
 
 def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     name = serve_while(dispatcher, lambda: dispatcher.submit(lambda: threading.current_thread().name).wait(10))
     assert name == threading.main_thread().name
 
@@ -33,7 +33,7 @@ def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType
 def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(
     dispatch: ModuleType, errors: ModuleType
 ) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     ran: list[int] = []
     job = dispatcher.submit(lambda: ran.append(1))
     with pytest.raises(errors.DispatchTimeout, match="was not run"):
@@ -43,7 +43,7 @@ def test_a_job_still_queued_at_its_deadline_is_cancelled_and_never_runs(
 
 
 def test_errors_inside_jobs_reach_the_caller_and_the_pump_goes_on(dispatch: ModuleType) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     failing = dispatcher.submit(lambda: 1 / 0)
     exiting = dispatcher.submit(lambda: exec("raise SystemExit(3)"))
     fine = dispatcher.submit(lambda: "ok")
@@ -56,7 +56,7 @@ def test_errors_inside_jobs_reach_the_caller_and_the_pump_goes_on(dispatch: Modu
 
 
 def test_closing_releases_everyone_waiting_and_refuses_new_jobs(dispatch: ModuleType, errors: ModuleType) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     job = dispatcher.submit(lambda: "never")
     dispatcher.close()
     with pytest.raises(errors.BridgeStopped):
@@ -66,7 +66,7 @@ def test_closing_releases_everyone_waiting_and_refuses_new_jobs(dispatch: Module
 
 
 def test_gui_tick_respects_its_time_budget(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
     monkeypatch.setattr(dispatch, "GUI_BUDGET", 0.05)
     for _ in range(10):
@@ -83,7 +83,7 @@ def test_gui_tick_respects_its_time_budget(dispatch: ModuleType, monkeypatch: py
 def test_gui_tick_survives_a_failing_job_and_stays_registered(
     dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     dispatch.start_gui_pump(dispatcher)
     try:
         job = dispatcher.submit(lambda: [][1])
@@ -100,7 +100,7 @@ def test_gui_tick_survives_a_failing_job_and_stays_registered(
 
 
 def test_gui_tick_backs_off_when_idle(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    dispatcher = dispatch.Dispatcher()
+    dispatcher = dispatch.QueuedDispatcher()
     monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
     dispatcher.submit(lambda: None)
     assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL  # it ran one: the next may be right behind it

@@ -25,8 +25,8 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
     bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
 
     def calls() -> tuple[str, dict]:
-        slow = bridge.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(30)\nresult = {}"})
-        after = bridge.call_tool("get_objects_summary", {})
+        slow = bridge.execution.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(30)\nresult = {}"})
+        after = bridge.execution.call_tool("get_objects_summary", {})
         return slow.content[0]["text"], json.loads(after.content[0]["text"])
 
     slow, after = serve_while(bridge.dispatcher, calls)
@@ -34,13 +34,13 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
     assert after["status"] == "ok"
 
 
-@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_two_hundred_start_stop_cycles_leak_no_threads_sockets_or_files(
-    service: ModuleType, tmp_path: Path, main_thread: bool
+    service: ModuleType, tmp_path: Path, mode: str
 ) -> None:
     process = psutil.Process()
     runtime_file = tmp_path / "server.json"
-    config = service.BridgeConfig(runtime_file=runtime_file, lab_port=0, main_thread=main_thread)
+    config = service.BridgeConfig(runtime_file=runtime_file, lab_port=0, mode=service.Mode[mode])
     warm = service.start(config)
     service.stop()
     threads, fds, connections = threading.active_count(), process.num_fds(), len(process.net_connections())

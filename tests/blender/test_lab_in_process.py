@@ -74,7 +74,7 @@ def _pump_gui_while(client: Callable[[], Any]) -> Any:
 
 
 def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), DEFERRED))
     assert envelope == {"status": "ok", "result": {"polls": 3}}
 
@@ -82,7 +82,7 @@ def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, t
 def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_request_is_answered(
     service: ModuleType, tmp_path: Path
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     port = _lab_port(bridge)
     bpy.app.driver_namespace.pop("polls", None)  # an earlier test's count must not pass for this job's polls
 
@@ -124,8 +124,8 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(service: Mo
     def ask() -> tuple[dict[str, Any], Any, Any]:
         return (
             lab_execute(_lab_port(bridge), "result = {}"),
-            bridge.call_tool("execute_blender_code", {"code": "result = {}"}),
-            bridge.call_tool("get_objects_summary", {}),
+            bridge.execution.call_tool("execute_blender_code", {"code": "result = {}"}),
+            bridge.execution.call_tool("get_objects_summary", {}),
         )
 
     envelope, outcome, summary = serve_while(bridge.dispatcher, ask)
@@ -137,7 +137,7 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(service: Mo
 def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
     service: ModuleType, tmp_path: Path
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, gui=True))
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     code = DEFERRED.replace("result = {}", "print('started')\nresult = {}").replace(
         "    bpy.app.driver_namespace['polls'] += 1\n",
         "    bpy.app.driver_namespace['polls'] += 1\n    print('poll')\n",
@@ -148,7 +148,7 @@ def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
 
 
 def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, gui=True))
+    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
     bpy.app.driver_namespace.pop("polls", None)
     token = json.loads((tmp_path / "s.json").read_text())["token"]
     port = int(bridge.endpoint.rsplit(":", 1)[1].split("/")[0])
@@ -173,7 +173,9 @@ def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: M
 
 def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(service: ModuleType, tmp_path: Path) -> None:
     """The compile cache keeps the code object, never the run: each run starts from `result = {}` alone."""
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, main_thread=True))
+    bridge = service.start(
+        service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.BACKGROUND)
+    )
     code = (
         "import bpy\ncount = bpy.app.driver_namespace.get('hermes_test_runs', 0) + 1\n"
         "bpy.app.driver_namespace['hermes_test_runs'] = count\n"
@@ -201,11 +203,11 @@ def test_the_compile_cache_keeps_small_sources_only(addon: ModuleType) -> None:
     assert cache.cache_info().currsize == 1
 
 
-@pytest.mark.parametrize("main_thread", [False, True], ids=["threads", "main-loop"])
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
-    service: ModuleType, tmp_path: Path, main_thread: bool
+    service: ModuleType, tmp_path: Path, mode: str
 ) -> None:
-    config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, main_thread=main_thread)
+    config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode[mode])
     bridge = service.start(config)
     port = _lab_port(bridge)
     late = "import bpy\nbpy.app.driver_namespace['hermes_test_late_lab'] = True\nresult = {}"
@@ -221,7 +223,7 @@ def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
         return lab_execute(port, "result = {'next': True}")
 
     bpy.app.driver_namespace.pop("hermes_test_late_lab", None)
-    after = serve_while(bridge.dispatcher, ask, bridge.serve if main_thread else None)
+    after = serve_while(bridge.dispatcher, ask, bridge.serve if mode == "BACKGROUND" else None)
     assert after == {"status": "ok", "result": {"next": True}}
     assert "hermes_test_late_lab" not in bpy.app.driver_namespace
 
@@ -236,7 +238,7 @@ def test_nan_and_infinities_get_the_same_error_on_both_listeners_never_a_success
     def ask() -> tuple[dict[str, Any], dict[str, Any], Any]:
         lab = lab_execute(_lab_port(bridge), code, strict_json=False)
         strict = lab_execute(_lab_port(bridge), code, strict_json=True)
-        return lab, strict, bridge.call_tool("execute_blender_code", {"code": code})
+        return lab, strict, bridge.execution.call_tool("execute_blender_code", {"code": code})
 
     lab, strict, outcome = serve_while(bridge.dispatcher, ask)
     assert lab == strict == {"status": "error", "message": python_exec.NOT_FINITE}

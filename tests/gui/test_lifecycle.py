@@ -161,7 +161,10 @@ def test_a_crashed_blender_leaves_a_stale_file_that_reads_as_not_running_and_the
     assert f"Replaced a stale runtime file left by a process that has exited (pid {crashed})" in own_gui.log.read_text()
 
 
-NOTE = "import sys\nresult = sys.modules['hermes_bridge.service'].active().reachability_note()"
+NOTE = (
+    "import sys\nbridge = sys.modules['hermes_bridge.service'].active()\n"
+    "result = sys.modules['hermes_bridge.notes'].reachability(bridge.runtime_file, bridge.pid)"
+)
 
 
 def test_a_second_blender_takes_the_runtime_file_and_hands_it_back_when_it_quits(
@@ -189,7 +192,7 @@ SHORT_DEADLINE = (
     "import dataclasses, sys\n"
     "service, prefs = sys.modules['hermes_bridge.service'], sys.modules['hermes_bridge.prefs']\n"
     "service.start(dataclasses.replace(prefs.config(), job_timeout=2.0))\n"
-    "result = service.active().gui"
+    "result = service.active().mode.value == 'gui'"
 )
 GUI_HOLDS = {
     "subprocess": "import subprocess\nsubprocess.run(['sleep', '600'])",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from blender_addon.dispatch import Dispatcher
 from blender_addon.errors import UnknownTool
 from blender_addon.net.auth import Token
 from blender_addon.net.http import HttpConversation, HttpLimits
@@ -29,13 +30,21 @@ MODERN_META = {
 
 
 class FakeTools:
+    """A tool host whose tools run as jobs of the driver's dispatcher, as Blender's do (`dispatcher` is set once
+    the endpoint is served)."""
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.dispatcher: Dispatcher | None = None
 
     def list_tools(self) -> list[dict[str, Any]]:
         return [{"name": "echo", "description": "echo", "inputSchema": {"type": "object"}}]
 
     def call_tool(self, name: str, arguments: dict[str, Any], connected: Any = None) -> ToolOutcome:
+        assert self.dispatcher is not None
+        return self.dispatcher.call(lambda: self._run(name, arguments), 30.0, connected)
+
+    def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         self.calls.append((name, arguments))
         if name == "echo":
             return ToolOutcome.json({"echo": arguments})
@@ -125,6 +134,7 @@ def start_endpoint(
         driver, partial(HttpConversation, app=app, limits=limits, gate=app.gate), max_connections=max_connections
     )
     holder["l"] = served
+    tools.dispatcher = served.dispatcher
     return Endpoint(served.address[1], token, tools, served, sessions)
 
 

@@ -6,6 +6,7 @@ import math
 import threading
 from collections.abc import Callable
 
+from blender_addon.dispatch import Dispatcher, InPlaceDispatcher, QueuedDispatcher
 from blender_addon.net.conversation import QUIET, ConversationFactory, Output, Peer, Phase
 from blender_addon.net.main_loop import MainLoop
 from blender_addon.net.threaded import ThreadedListeners
@@ -15,27 +16,41 @@ DRIVERS = ("threads", "main-loop")
 
 
 class Served:
-    """Conversations served on a loopback port by one driver; the main loop runs on a thread of its own here."""
+    """Conversations served on a loopback port by one driver, with the dispatcher of its mode.
+
+    As in the bridge: the main loop runs each job in place under an `InPlaceDispatcher` (here the loop
+    has a thread of its own); the threaded driver queues jobs for a pump (here a thread, the GUI's timer
+    in Blender). A fake tool host runs its work through `dispatcher`.
+    """
 
     def __init__(self, driver: str, conversation: ConversationFactory, *, max_connections: int | None = None) -> None:
         self._loop = MainLoop(max_connections) if driver == "main-loop" else None
         self._listeners = self._loop or ThreadedListeners(max_connections)
         self.address = self._listeners.listen("127.0.0.1", 0, conversation, name="test")
+        self.dispatcher: Dispatcher
         if self._loop is not None:
-            self._stopping = threading.Event()
-            self._thread = threading.Thread(target=self._loop.run, args=(self._stopping.is_set,), daemon=True)
-            self._thread.start()
+            self.dispatcher = in_place = InPlaceDispatcher()
+            in_place.on_stop(self._loop.wake)
+            self._thread = threading.Thread(target=self._serve_in_place, args=(in_place, self._loop), daemon=True)
+        else:
+            self.dispatcher = queued = QueuedDispatcher()
+            self._thread = threading.Thread(target=queued.pump_until_stopped, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _serve_in_place(dispatcher: InPlaceDispatcher, loop: MainLoop) -> None:
+        with dispatcher.serving():
+            loop.run(dispatcher.stop_requested)
 
     @property
     def connection_count(self) -> int:
         return self._listeners.connection_count
 
     def stop(self) -> None:
-        if self._loop is not None:
-            self._stopping.set()
-            self._loop.wake()
-            self._thread.join(10)
-            assert not self._thread.is_alive(), "the main loop did not return after its stop was asked"
+        """The bridge's order: refuse new jobs and release queued ones, stop serving, close every socket."""
+        self.dispatcher.close()
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "the driver did not return after its stop was asked"
         self._listeners.close()
 
 

@@ -81,7 +81,7 @@ class _SlowLab:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+    def run_lab_code(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
         if code == "sleep":
             time.sleep(1.5)
         self.ran.append(code)

@@ -86,7 +86,7 @@ def test_the_endpoint_still_serves_after_the_fuzzing() -> None:
 
 
 class _EchoExecutor:
-    def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+    def run_lab_code(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
         return {"status": "ok", "result": {"length": len(code)}}
 
 
@@ -174,7 +174,7 @@ def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500() -> N
 
 def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection(driver: str) -> None:
     class Surrogate:
-        def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+        def run_lab_code(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
             return {"status": "ok", "result": {"name": "\udce9"}}
 
     lab = Served(driver, partial(LabConversation, executor=Surrogate(), settings=LabSettings()))

@@ -95,7 +95,7 @@ class _Echo:
     def __init__(self) -> None:
         self.ran: list[str] = []
 
-    def execute(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
+    def run_lab_code(self, code: str, strict_json: bool, connected: Any) -> dict[str, Any]:
         self.ran.append(code)
         return {"status": "ok", "result": {"ran": code}}
 

@@ -1,0 +1,140 @@
+"""What the bridge runs for its clients: the MCP tool host and the Blender Lab executor.
+
+Both validate on the calling thread and run the work through the dispatcher on Blender's main
+thread; a deferred result (`check_is_finished`) is polled there once per tick, in the GUI only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import bpy
+
+from . import dispatch, log
+from .errors import BridgeStopped, DispatchTimeout, ToolError, UnknownTool
+from .net.lab_protocol import error_envelope
+from .net.mcp import ToolOutcome, dumps
+from .tools import CATALOGUE, Image, Tool
+from .tools.python_exec import Deferred, Envelope, execute
+from .tools.schema import validate
+
+JOB_TIMEOUT = 120.0
+LAB_JOB_TIMEOUT = 290.0
+"""Just under the official Lab client's 300 s, so it hears our answer rather than its own timeout."""
+DEFERRED_POLL = 0.05
+DEFERRED_LIMIT = 600.0
+"""Seconds a deferred result (`check_is_finished`) may take over MCP; on the Lab wire LAB_JOB_TIMEOUT."""
+
+CODE_DISABLED = (
+    "Running Python is switched off in this Blender (Hermes Bridge preferences: 'Allow code execution'); "
+    "the read-only tools still work"
+)
+
+
+class Execution:
+    """The tool host (MCP) and the Lab executor of one bridge."""
+
+    def __init__(self, dispatcher: dispatch.Dispatcher, *, gui: bool, allow_code: bool, job_timeout: float) -> None:
+        self._dispatcher = dispatcher
+        self._gui = gui
+        """Interactive: a change is one undo step, and deferred results are polled between ticks."""
+        self._allow_code = allow_code
+        self._job_timeout = job_timeout
+
+    # ToolHost (MCP) ---------------------------------------------------------------------------
+
+    def list_tools(self) -> list[dict[str, Any]]:
+        return [tool.descriptor() for tool in CATALOGUE.values()]
+
+    def call_tool(
+        self, name: str, arguments: dict[str, Any], connected: Callable[[], bool] = lambda: True
+    ) -> ToolOutcome:
+        tool = CATALOGUE.get(name)
+        if tool is None:
+            raise UnknownTool(f"Unknown tool: {name!r}")
+        if tool.runs_code and not self._allow_code:
+            return ToolOutcome.error(CODE_DISABLED, state="code_execution_disabled")
+        try:
+            validate(tool.input_schema, arguments)
+            outcome = self._dispatcher.call(
+                partial(_run_tool, tool, arguments, self._gui), self._job_timeout, connected
+            )
+            if isinstance(outcome, Deferred):
+                answer = self._poll_deferred(outcome, connected, DEFERRED_LIMIT)
+                if answer is None:  # the client hung up: drop the job, as on the Lab wire
+                    return ToolOutcome.error("the client left before the deferred result was ready", state="stopped")
+                outcome = _present(tool, answer)
+        except ToolError as exc:
+            log.logger.info("tool %s failed [%s]: %s", log.one_line(name), exc.state, log.one_line(exc))
+            return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
+        except DispatchTimeout as exc:
+            return ToolOutcome.error(str(exc), state=exc.state)
+        except BridgeStopped as exc:
+            return ToolOutcome.error(str(exc), state="stopped")
+        return outcome
+
+    # LabExecutor ------------------------------------------------------------------------------
+
+    def run_lab_code(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
+        if not self._allow_code:
+            return error_envelope(CODE_DISABLED)
+        try:
+            outcome = self._dispatcher.call(partial(execute, code, strict_json=strict_json), LAB_JOB_TIMEOUT, connected)
+            if isinstance(outcome, Deferred):
+                return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
+        except (ToolError, DispatchTimeout, BridgeStopped) as exc:
+            return error_envelope(str(exc))
+        return outcome
+
+    def _poll_deferred(self, deferred: Deferred, connected: Callable[[], bool], limit: float) -> Any:
+        """Poll a deferred result once per tick (GUI only) for at most `limit` seconds; None when the client left."""
+        if not self._gui:  # nothing else polls between jobs: in place, the poll would hold every other client
+            raise ToolError(
+                "Deferred responses via `check_is_finished` are only supported by the interactive (GUI) bridge; "
+                "in background mode compute the result before the code returns",
+                state="no_interactive_session",
+            )
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            if not connected():
+                return None  # the client left: drop the job, never replay it
+            time.sleep(DEFERRED_POLL)
+            answer = self._dispatcher.call(deferred.poll, LAB_JOB_TIMEOUT)
+            if answer is not None:
+                return answer
+        raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")
+
+
+def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome | Deferred:
+    """Main thread: run the tool, make a change one named undo step, serialise while bpy is safe."""
+    try:
+        data = tool.run(arguments)
+    except ToolError:
+        raise
+    except Exception as exc:
+        return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+    if gui and tool.mutating:
+        with contextlib.suppress(RuntimeError):
+            bpy.ops.ed.undo_push(message=f"Hermes: {tool.title}")
+    if isinstance(data, Deferred):
+        return data
+    return _present(tool, data)
+
+
+def _present(tool: Tool, data: Any) -> ToolOutcome:
+    """Tool data in MCP terms: an image as image content, anything else as JSON."""
+    if isinstance(data, Image):
+        return ToolOutcome(
+            [
+                {"type": "image", "data": data.base64(), "mimeType": "image/png"},
+                {"type": "text", "text": dumps(data.details)},
+            ]
+        )
+    try:
+        return ToolOutcome.json(data)
+    except (TypeError, ValueError) as exc:
+        return ToolOutcome.error(f"{tool.name} produced a result that is not JSON: {exc}", state="tool_failed")
