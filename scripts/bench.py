@@ -106,6 +106,32 @@ class Floor:
         self.sock.close()
 
 
+class InlineFloor:
+    """The physical floor of a one-request-per-connection wire: one thread that accepts, reads to the NUL and
+    answers inline, with no thread, hand-off or selector in between (what the main loop can at best be)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0), backlog=128)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    nul_echo(conn)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 def nul_echo(conn: socket.socket) -> None:
     buffer = b""
     while b"\0" not in buffer:
@@ -196,6 +222,93 @@ def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> 
         "calls": clients * calls,
         "per_second": clients * calls / elapsed,
         "errors": len(errors),
+    }
+
+
+FLOOD_CONNECTIONS = 64
+FLOOD_BLOCKS = (
+    (b"X-Flood: " + b"a" * 150 + b"\r\n") * 98,
+    b"X-Flood: a\r\n" * 1300,
+)
+"""The costliest header blocks anyone may send without a token, about 16 KiB each: one header repeated to the
+line limit in long lines (100 with the request line and Host), and in as many short lines as fit (refused
+once counted now; the old parser joined them in quadratic time)."""
+
+
+def flood(port: int) -> None:
+    """The worst no-token load a second process can make (run as `bench.py --flood PORT` until killed): 64
+    connections at once, each sending a header block and reading its refusal, every fourth one opened and
+    closed at once (churn); each is replaced as soon as it ends. Prints what it achieved, per second."""
+    import selectors
+
+    selector = selectors.DefaultSelector()
+    requests = [b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n%s\r\n" % (port, block) for block in FLOOD_BLOCKS]
+    done = {"header blocks": 0, "connections": 0}
+    opened = itertools.count()
+
+    def open_one() -> None:
+        sock = socket.socket()
+        sock.setblocking(False)
+        sock.connect_ex(("127.0.0.1", port))
+        n = next(opened)
+        selector.register(sock, selectors.EVENT_WRITE, None if n % 4 == 0 else requests[n % 2])
+
+    for _ in range(FLOOD_CONNECTIONS):
+        open_one()
+    started = reported = time.perf_counter()
+    while True:
+        for key, _ in selector.select(0.5):
+            sock, request = key.fileobj, key.data
+            try:
+                if key.events == selectors.EVENT_WRITE and request is not None:
+                    sock.sendall(request)  # non-blocking: what does not fit is the bridge's to refuse anyway
+                    selector.modify(sock, selectors.EVENT_READ, request)
+                    continue
+                if request is not None and sock.recv(65536):
+                    continue
+            except OSError:
+                pass
+            selector.unregister(sock)
+            sock.close()
+            done["header blocks" if request is not None else "connections"] += 1
+            open_one()
+        if time.perf_counter() - reported >= 0.5:
+            reported = time.perf_counter()
+            print(json.dumps({kind: count / (reported - started) for kind, count in done.items()}), flush=True)
+
+
+def under_flood(port: int, headers: dict[str, str], n: int) -> dict[str, Any]:
+    """An honest keep-alive client's latency without, then during, the worst no-token flood; calls lost."""
+
+    def honest() -> tuple[dict[str, float], int]:
+        link, samples, lost = KeepAlive(port, headers), [], 0
+        for _ in range(n):
+            started = time.perf_counter()
+            try:
+                link.post("/mcp", SUMMARY)
+            except (OSError, RuntimeError, http.client.HTTPException):
+                lost += 1
+                link = KeepAlive(port, headers)
+                continue
+            samples.append(time.perf_counter() - started)
+        return percentiles(samples), lost
+
+    quiet, quiet_lost = honest()
+    flooder = subprocess.Popen([sys.executable, __file__, "--flood", str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert flooder.stdout is not None
+        while not all(json.loads(flooder.stdout.readline()).values()):
+            pass  # until both kinds of flood are under way
+        loud, loud_lost = honest()
+        rates = json.loads(flooder.stdout.readline())  # the rate over the whole flood, the honest calls included
+    finally:
+        flooder.kill()
+        flooder.communicate()
+    return {
+        "without": {**quiet, "lost": quiet_lost},
+        "with": {**loud, "lost": loud_lost},
+        "ratio_p99": loud["p99"] / quiet["p99"],
+        "flood_per_second": rates,
     }
 
 
@@ -393,19 +506,26 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CHECKOUT",
         help="also run the official Blender Lab stack from this source checkout (upstream 4309a39), beside ours",
     )
+    parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.flood is not None:
+        flood(args.flood)
+        return 0
     if args.python:
         return compare_lines(args.python, quick=args.quick, as_json=args.json)
     n = 200 if args.quick else 1000
     report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scenes": []}
     latency = report["latency"]
 
-    tcp_floor, http_floor = Floor(nul_echo), Floor(http_echo)
+    tcp_floor, threaded_floor, http_floor = InlineFloor(), Floor(nul_echo), Floor(http_echo)
     lab_payload = json.dumps({"type": "execute", "code": "result = {}", "strict_json": True}).encode() + b"\0"
     tcp = lambda: lab_exchange(tcp_floor.port, lab_payload)  # noqa: E731
     echo = KeepAlive(http_floor.port, {})
     http = lambda: echo.post("/mcp", SUMMARY)  # noqa: E731
-    floors = {tcp: "floor: raw TCP echo, one connection per request", http: "floor: raw HTTP keep-alive echo"}
+    floors = {
+        tcp: "floor: raw TCP echo, one connection per request, answered inline by one thread",
+        http: "floor: raw HTTP keep-alive echo",
+    }
 
     def measure(name: str, floor: Callable[[], object], path: Callable[[], object], count: int = n) -> None:
         floor_stats, path_stats = paired(floor, path, count)
@@ -419,6 +539,11 @@ def main(argv: list[str] | None = None) -> int:
             port = int(endpoint.url.rsplit(":", 1)[1].split("/")[0])
             lab_port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
             headers = endpoint.headers()
+            measure(
+                "floor: raw TCP echo, one connection per request, a thread per connection",
+                tcp,
+                lambda: lab_exchange(threaded_floor.port, lab_payload),
+            )
             measure("Lab execute (result = {})", tcp, lambda: lab_exchange(lab_port, lab_payload))
             # Agent-written code is new each time, so the add-on's compile cache never helps it: measured apart.
             fresh = (
@@ -441,11 +566,12 @@ def main(argv: list[str] | None = None) -> int:
                 latency[name]["ratio_p50"] = latency[name]["p50"] / latency[floors[http]]["p50"]
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
+            report["flood"] = under_flood(port, headers, n)
             report["scenes"] = big_scenes(
                 runtime_file, headers, port, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
             )
-    tcp_floor.close()
-    http_floor.close()
+    for floor in (tcp_floor, threaded_floor, http_floor):
+        floor.close()
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     if args.official_stack is not None:
         latency.update(official_stack(args.official_stack.resolve(), n // 10))
@@ -502,6 +628,13 @@ def render(report: dict[str, Any]) -> str:
         lines.append(
             f"{str(t['clients']) + ' client(s) x ' + str(t['calls'] // t['clients']) + ' calls':<64} {t['per_second']:>8.0f} {t['errors']:>8}"
         )
+    f = report["flood"]
+    lines += ["", f"{'honest keep-alive client, get_objects_summary':<64} {'p50 ms':>8} {'p99 ms':>8} {'lost':>8}"]
+    for key, label in (("without", "without a flood"), ("with", "under the worst no-token flood (a 2nd process)")):
+        lines.append(f"{label:<64} {f[key]['p50']:>8.3f} {f[key]['p99']:>8.3f} {f[key]['lost']:>8}")
+    lines.append(f"{'p99 under flood / p99 without':<64} {f['ratio_p99']:>8.2f}")
+    rates = ", ".join(f"{rate:.0f} {kind}/s" for kind, rate in f["flood_per_second"].items())
+    lines.append(f"the flood reached: {rates} (16 KiB header blocks refused; connections opened and closed)")
     r = report["time_to_ready"]
     lines += [
         "",

@@ -22,6 +22,8 @@ log = logging.getLogger("hermes_bridge.net")
 @dataclass(frozen=True)
 class HttpLimits:
     max_header_bytes: int = 16 * 1024
+    max_header_lines: int = 100
+    """More header fields than any MCP client sends (they send about ten); counted before any is parsed."""
     max_body_bytes: int = 10 * 1024 * 1024
     request_timeout: float = 10.0
     """Seconds from a request's first byte to its last."""
@@ -217,6 +219,8 @@ class HttpConversation:
             raw_head = bytes(buffer[:end])
             del buffer[: end + 4]
             self._scanned = 0
+            if raw_head.count(b"\r\n") > limits.max_header_lines:
+                raise HttpError(431, f"more than {limits.max_header_lines} header fields")
             method, target, version, headers = _parse_head(raw_head)
             length = _content_length(headers, limits)
             refusal = self._gate(Request(method, target, version, headers, b""))

@@ -10,7 +10,10 @@ non-blocking I/O, by turns, and each turn is fair:
 - a connection gets at most one request run per turn (the next one of a pipeline waits for the
   next turn), and nothing more is read or run for it while its answer waits for it to read
   (its output is capped at one answer; at SEND_TIMEOUT it is dropped);
-- a turn accepts what the backlog holds, after the connections already in.
+- a turn accepts what the backlog holds, after the connections already in;
+- a client that authenticated goes first: before each piece of work for a stranger (an accept, a read
+  of a connection that proved nothing) the loop serves whichever known client is ready, so a flood of
+  strangers costs a known client at most one such piece, never a whole turn of them.
 
 While a request runs, the others wait in the kernel's buffers; the dispatcher's watchdog stops
 a script that runs past its deadline, so no request can hold the loop for longer than that.
@@ -79,6 +82,8 @@ class MainLoop:
         self._connections: dict[socket.socket, _Connection] = {}
         self._ready: list[_Connection] = []
         """Connections whose next request runs on the next turn."""
+        self._known = selectors.DefaultSelector()
+        """The trusted connections waiting to read: looked at before each piece of work for a stranger."""
         self._closed = False
 
     def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
@@ -108,14 +113,21 @@ class MainLoop:
             began = time.monotonic()
             ready, self._ready = self._ready, []  # a request deferred during this turn waits for the next
             accepting = []
+            strangers = []
             for key, mask in events:
                 target = key.data
                 if target is None:
                     self._drain_wake()
                 elif isinstance(target, _Listening):
                     accepting.append(target)
+                elif not target.conversation.trusted and not mask & selectors.EVENT_WRITE:
+                    strangers.append(target)
                 elif target.sock in self._connections:  # not closed by an earlier event of this turn
                     self._step(target, self._flush if mask & selectors.EVENT_WRITE else self._read)
+            for connection in strangers:
+                if connection.sock in self._connections:
+                    self._known_first()
+                    self._step(connection, self._read)
             for connection in ready:
                 if connection.sock in self._connections:
                     self._step(connection, self._run_next)
@@ -134,6 +146,7 @@ class MainLoop:
         for listening in self._listening:
             listening.sock.close()
         self._selector.close()
+        self._known.close()
         self._wake_r.close()
         self._wake_w.close()
 
@@ -150,8 +163,16 @@ class MainLoop:
         except BlockingIOError:
             pass
 
+    def _known_first(self) -> None:
+        """Serve every known client that is ready now (it never waits behind a stranger's work)."""
+        for key, _ in self._known.select(0):
+            connection = key.data
+            if connection.sock in self._connections and connection.events == selectors.EVENT_READ:
+                self._step(connection, self._read)
+
     def _accept(self, listening: _Listening) -> None:
         for _ in range(BACKLOG):
+            self._known_first()
             try:
                 conn, _ = listening.sock.accept()
             except BlockingIOError:
@@ -246,6 +267,12 @@ class MainLoop:
                 self._watch(connection, selectors.EVENT_READ)
 
     def _watch(self, connection: _Connection, events: int) -> None:
+        known = connection.conversation.trusted and events == selectors.EVENT_READ
+        if known != (connection.sock in self._known.get_map()):
+            if known:
+                self._known.register(connection.sock, selectors.EVENT_READ, connection)
+            else:
+                self._known.unregister(connection.sock)
         if events == connection.events:
             return
         if not connection.events:
@@ -274,6 +301,8 @@ class MainLoop:
         if self._connections.pop(sock, None) is None:
             return
         self._admission.forget(sock)
+        if sock in self._known.get_map():
+            self._known.unregister(sock)
         if connection.events:
             self._selector.unregister(sock)
             connection.events = 0

@@ -98,6 +98,12 @@ def test_stop_closes_idle_connections_and_joins_their_threads(endpoint: Endpoint
     idle.close()
 
 
+def test_more_header_fields_than_the_limit_are_431_before_any_is_parsed(endpoint: Endpoint) -> None:
+    reply = endpoint.raw(_head(endpoint, 0, extra="X-Many: a\r\n" * 200))
+    assert reply.startswith(b"HTTP/1.1 431 ") and b"more than 100 header fields" in reply
+    _still_serving(endpoint)
+
+
 def test_a_content_length_of_thousands_of_digits_is_413_not_a_crash(endpoint: Endpoint, caplog: Any) -> None:
     reply = endpoint.raw(_head(endpoint, "9" * 5000))
     assert reply.startswith(b"HTTP/1.1 413 ") and b"exceeds the limit" in reply
