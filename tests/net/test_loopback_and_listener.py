@@ -9,12 +9,11 @@ import pytest
 
 from blender_addon.errors import NonLoopbackAddress, PortUnavailable
 from blender_addon.net import threaded
-from blender_addon.net.admission import Admission
 from blender_addon.net.conversation import Peer
 from blender_addon.net.loopback import bind_loopback, loopback_address
 from blender_addon.net.threaded import TcpListener
 
-from .drivers import Greeting, Holding
+from .drivers import Greeting
 
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.168.1.10", "10.0.0.1", "example.com", "", "127.0.0.1.nip.io"])
@@ -59,33 +58,3 @@ def test_accepted_connections_have_tcp_nodelay(monkeypatch: pytest.MonkeyPatch) 
         assert seen == [1]
     finally:
         listener.stop()
-
-
-def test_connections_over_the_cap_are_turned_away_and_the_listener_recovers() -> None:
-    release = threading.Event()
-    entered = threading.Semaphore(0)
-
-    def hold() -> bytes:  # busy with an authenticated request: never evicted
-        entered.release()
-        release.wait(10)
-        return b"done"
-
-    listener = TcpListener(
-        "127.0.0.1",
-        0,
-        lambda peer: Holding(peer, hold),
-        name="t",
-        admission=Admission(2),
-        on_overflow=lambda conn: conn.sendall(b"busy"),
-    )
-    try:
-        held = [socket.create_connection(listener.address, timeout=5) for _ in range(2)]
-        assert entered.acquire(timeout=5) and entered.acquire(timeout=5), "the two held connections never started"
-        with socket.create_connection(listener.address, timeout=5) as extra:
-            assert extra.recv(10) == b"busy"
-        release.set()
-        for sock in held:
-            sock.close()
-    finally:
-        listener.stop()
-    assert listener.connection_count == 0

@@ -96,7 +96,7 @@ def test_403_and_404_close_the_connection(small: Endpoint, host: str | None, pat
     assert reply.startswith(f"HTTP/1.1 {status} ".encode()) and b"Connection: close" in reply
 
 
-def test_busy_authenticated_connections_are_never_evicted() -> None:
+def test_busy_authenticated_connections_are_never_evicted_and_the_listener_recovers() -> None:
     release, entered = threading.Event(), threading.Semaphore(0)
 
     def busy() -> bytes:
@@ -123,6 +123,7 @@ def test_busy_authenticated_connections_are_never_evicted() -> None:
             sock.close()
     finally:
         listener.stop()
+    assert listener.connection_count == 0
 
 
 @pytest.mark.parametrize(("limit", "cap"), [(256, 64), (1024, 256), (100, 16), (65536, 256)])
