@@ -1,8 +1,19 @@
-"""Tools that need Blender's window: screenshots and jumps. In background mode they say so."""
+"""Tools that need Blender's window: screenshots and jumps. In background mode they say so.
+
+A screenshot is Blender's own (`screen.screenshot`), which reads the window's front buffer. Some
+drivers give that back all black (Blender 5.2 on Mesa's llvmpipe: OpenGL without a GPU, as in
+virtual machines and CI) while the window shows the scene. Then the regions are read as Blender
+draws them next, from its own draw handlers, and put together where they sit on the screen; a
+picture that is still one colour is never returned as a screenshot, the error says why.
+"""
 
 from __future__ import annotations
 
+import struct
 import tempfile
+import time
+import zlib
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +21,7 @@ import bpy
 
 from ..errors import ToolError
 from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments, shallow
+from .python_exec import Deferred
 
 SPACE_TYPES = (
     "VIEW_3D",
@@ -51,14 +63,14 @@ def require_window() -> Any:
     return window
 
 
-def screenshot_window(arguments: dict[str, Any]) -> Image:
+def screenshot_window(arguments: dict[str, Any]) -> Image | Deferred:
     window = require_window()
-    return _screenshot(
-        "screenshot", {"window": window, "screen": window.screen}, arguments.get("size_limit_in_bytes", 0)
-    )
+    override = {"window": window, "screen": window.screen}
+    size_limit = arguments.get("size_limit_in_bytes", 0)
+    return _screenshot("screenshot", override, size_limit, lambda: _RegionCapture(window, None, size_limit))
 
 
-def screenshot_area(arguments: dict[str, Any]) -> Image:
+def screenshot_area(arguments: dict[str, Any]) -> Image | Deferred:
     window = require_window()
     wanted = arguments["area_ui_type"]
     area = next((a for a in window.screen.areas if a.ui_type == wanted or a.type == wanted), None)
@@ -67,32 +79,197 @@ def screenshot_area(arguments: dict[str, Any]) -> Image:
         raise ToolError(f"No {wanted} area on the current screen.", state="not_found", available_area_types=available)
     region = next(r for r in area.regions if r.type == "WINDOW")
     override = {"window": window, "screen": window.screen, "area": area, "region": region}
-    return _screenshot("screenshot_area", override, arguments.get("size_limit_in_bytes", 0))
+    size_limit = arguments.get("size_limit_in_bytes", 0)
+    return _screenshot("screenshot_area", override, size_limit, lambda: _RegionCapture(window, area, size_limit))
 
 
-def _screenshot(operator: str, override: dict[str, Any], size_limit: int) -> Image:
+def _screenshot(operator: str, override: dict[str, Any], size_limit: int, fallback: Any) -> Image | Deferred:
+    """Blender's own screenshot; when it comes back one colour, the regions as they are drawn next (deferred)."""
     with tempfile.TemporaryDirectory(prefix="hermes-shot-") as folder:
         path = Path(folder) / "shot.png"
         with bpy.context.temp_override(**override):
             getattr(bpy.ops.screen, operator)(filepath=str(path), check_existing=False)
-        image = bpy.data.images.load(str(path))
-        try:
-            width, height = image.size
+        if _uniform_png(path):
+            return Deferred(fallback().poll)
+        return _fitted(path, size_limit)
+
+
+def _uniform_png(path: Path) -> bool:
+    image = bpy.data.images.load(str(path))
+    try:
+        width, height = image.size
+        pixels = array("f", bytes(4 * 4 * width * height))
+        image.pixels.foreach_get(pixels)
+    finally:
+        bpy.data.images.remove(image)
+    return _uniform(pixels.tobytes(), 16)
+
+
+def _uniform(data: bytes, pixel: int) -> bool:
+    return not data or data == data[:pixel] * (len(data) // pixel)
+
+
+def _fitted(path: Path, size_limit: int) -> Image:
+    """The PNG at `path`, halved until it fits `size_limit` bytes (0: no limit)."""
+    image = bpy.data.images.load(str(path))
+    try:
+        width, height = image.size
+        png = path.read_bytes()
+        while size_limit and len(png) > size_limit:
+            width, height = width // 2, height // 2
+            if min(width, height) < _SMALLEST_SIDE:
+                raise ToolError(f"The screenshot cannot be made smaller than {size_limit} bytes.", state="too_large")
+            image.scale(width, height)
+            image.filepath_raw = str(path)
+            image.file_format = "PNG"
+            image.save()
             png = path.read_bytes()
-            while size_limit and len(png) > size_limit:
-                width, height = width // 2, height // 2
-                if min(width, height) < _SMALLEST_SIDE:
-                    raise ToolError(
-                        f"The screenshot cannot be made smaller than {size_limit} bytes.", state="too_large"
-                    )
-                image.scale(width, height)
-                image.filepath_raw = str(path)
-                image.file_format = "PNG"
-                image.save()
-                png = path.read_bytes()
-        finally:
-            bpy.data.images.remove(image)
+    finally:
+        bpy.data.images.remove(image)
     return Image(png, {"width": width, "height": height, "bytes": len(png)})
+
+
+CAPTURE_WAIT = 3.0
+"""Seconds the interface gets to draw every region once; a region still not drawn then is left out."""
+_BACKGROUND = bytes((48, 48, 48, 255))
+"""Where no region was read (the top bar and status bar have no draw handlers): Blender's own dark grey."""
+
+
+class _RegionCapture:
+    """Each region of an area (or of every area) read from the framebuffer it is drawn into, at its next draw."""
+
+    def __init__(self, window: Any, area: Any, size_limit: int) -> None:
+        self._size_limit = size_limit
+        self._origin = (area.x, area.y) if area is not None else (0, 0)
+        self._size = (area.width, area.height) if area is not None else (window.width, window.height)
+        areas = [area] if area is not None else list(window.screen.areas)
+        self._regions = {
+            region.as_pointer(): (_overlaps(a, region), region.x, region.y, region.width, region.height)
+            for a in areas
+            for region in a.regions
+            if region.width > 1 and region.height > 1
+        }
+        self._pixels: dict[int, bytes] = {
+            region.as_pointer(): _view3d_pixels(window, a, region)
+            for a in areas
+            if a.type == "VIEW_3D"
+            for region in a.regions
+            if region.type == "WINDOW" and region.as_pointer() in self._regions
+        }
+        """The 3D Viewport's main region is drawn offscreen at once: its draw handlers see only the overlays."""
+        self._handles: list[tuple[Any, Any, str]] = []
+        for space, region_type in {(type(a.spaces.active), r.type) for a in areas for r in a.regions}:
+            try:
+                handle = space.draw_handler_add(self._read, (), region_type, "POST_PIXEL")
+            except (TypeError, ValueError, AttributeError):  # a space or region kind without draw handlers
+                continue
+            self._handles.append((space, handle, region_type))
+        for a in areas:
+            a.tag_redraw()
+        self._deadline = time.monotonic() + CAPTURE_WAIT
+
+    def _read(self) -> None:
+        import gpu  # in the draw callback only: background Blender never gets here
+
+        region = bpy.context.region
+        key = region.as_pointer() if region is not None else None
+        if key not in self._regions or key in self._pixels:
+            return
+        _, _, _, width, height = self._regions[key]
+        buffer = gpu.state.active_framebuffer_get().read_color(0, 0, width, height, 4, 0, "UBYTE")
+        self._pixels[key] = bytes(memoryview(buffer).cast("B"))
+
+    def poll(self) -> Image | None:
+        if len(self._pixels) < len(self._regions) and time.monotonic() < self._deadline:
+            return None
+        for space, handle, region_type in self._handles:
+            space.draw_handler_remove(handle, region_type)
+        width, height = self._size
+        canvas = bytearray(_BACKGROUND * (width * height))
+        for key in sorted(self._pixels, key=lambda key: self._regions[key][0]):  # panels over the view last
+            overlaps, x, y, w, h = self._regions[key]
+            _paste(canvas, width, height, self._pixels[key], (x - self._origin[0], y - self._origin[1], w, h), overlaps)
+        if _uniform(bytes(canvas), 4):
+            raise ToolError(
+                "Blender gave back a picture of one colour for this screenshot, and its regions could not be read "
+                "either: its GPU driver does not let the window's pixels be read back (e.g. OpenGL on a virtual "
+                "machine). Start Blender with `--gpu-backend vulkan`, or use the render tools to see the scene.",
+                state="screenshot_unavailable",
+            )
+        with tempfile.TemporaryDirectory(prefix="hermes-shot-") as folder:
+            path = Path(folder) / "shot.png"
+            path.write_bytes(_png(width, height, bytes(canvas)))
+            return _fitted(path, self._size_limit)
+
+
+def _view3d_pixels(window: Any, area: Any, region: Any) -> bytes:
+    """The 3D Viewport as it is shown (scene and overlays), drawn offscreen with the view's own matrices."""
+    import gpu
+
+    space = area.spaces.active
+    view = space.region_3d
+    offscreen = gpu.types.GPUOffScreen(region.width, region.height)
+    try:
+        offscreen.draw_view3d(
+            window.scene,
+            window.view_layer,
+            space,
+            region,
+            view.view_matrix,
+            view.window_matrix,
+            do_color_management=True,
+        )
+        buffer = offscreen.texture_color.read()  # an 8-bit texture reads back as bytes
+        buffer.dimensions = region.width * region.height * 4
+        view_bytes = memoryview(buffer)
+        if view_bytes.format in ("f", "d"):  # a float texture (not the default): scaled to bytes
+            return bytes(min(255, int(v * 255 + 0.5)) for v in buffer)
+        return bytes(view_bytes.cast("B"))
+    finally:
+        offscreen.free()
+
+
+def _overlaps(area: Any, region: Any) -> bool:
+    """A panel drawn over its area's main region (the sidebar and toolbar with region overlap): transparent where
+    it draws nothing."""
+    main = next((r for r in area.regions if r.type == "WINDOW"), None)
+    if main is None or region.type == "WINDOW":
+        return False
+    inside_x = main.x <= region.x and region.x + region.width <= main.x + main.width
+    return inside_x and main.y <= region.y and region.y + region.height <= main.y + main.height
+
+
+def _paste(
+    canvas: bytearray, width: int, height: int, pixels: bytes, box: tuple[int, int, int, int], over: bool
+) -> None:
+    """A region's rows (bottom-up RGBA) into the canvas at `box` (x, y, w, h): opaque, or where it draws (`over`)."""
+    x, y, w, h = box
+    left, right = max(0, x), min(width, x + w)
+    for row in range(h):
+        top = y + row
+        if not 0 <= top < height or left >= right:
+            continue
+        source = pixels[(row * w + left - x) * 4 : (row * w + right - x) * 4]
+        start = (top * width + left) * 4
+        if not over:
+            canvas[start : start + len(source)] = source
+            canvas[start + 3 : start + len(source) : 4] = b"\xff" * (right - left)
+            continue
+        for i in range(0, len(source), 4):
+            if source[i + 3]:
+                canvas[start + i : start + i + 3] = source[i : i + 3]
+
+
+def _png(width: int, height: int, rgba_bottom_up: bytes) -> bytes:
+    """An RGBA PNG, rows top first as PNG wants them (standard library only)."""
+    stride = width * 4
+    rows = b"".join(b"\0" + rgba_bottom_up[y * stride : (y + 1) * stride] for y in reversed(range(height)))
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
 
 
 def window_as_json(arguments: dict[str, Any]) -> dict[str, Any]:

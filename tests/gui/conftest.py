@@ -8,17 +8,34 @@ from pathlib import Path
 
 import pytest
 
-from tests.gui.harness import INSTALL_HINT, GuiBlender, free_port, missing_tools, xvfb
+from tests.gui.harness import (
+    ARTIFACTS,
+    INSTALL_HINT,
+    GuiBlender,
+    blender_command,
+    blender_version,
+    free_port,
+    missing_tools,
+    xvfb,
+)
 
 
 @pytest.fixture(scope="session")
-def display() -> Iterator[str]:
+def display(request: pytest.FixtureRequest) -> Iterator[str]:
     missing = missing_tools()
     if missing:
         message = f"{INSTALL_HINT}; missing: {', '.join(missing)}"
         if os.environ.get("CI") == "true":
             pytest.fail(f"CI must run the GUI tier: {message}")
         pytest.skip(f"GUI tier skipped: {message}")
+    command = blender_command()
+    assert command is not None
+    which = f"GUI tier: {blender_version(command)[0]} ({command})"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(which)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "blender.txt").write_text(which + "\n")
     with xvfb() as name:
         yield name
 

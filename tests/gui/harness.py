@@ -1,15 +1,17 @@
-"""A real interactive Blender under Xvfb, with the add-on enabled the way a user enables it.
+"""A real interactive Blender under Xvfb, with the extension installed and enabled the way a user does it.
 
-Version shims live here only: Debian's Blender 3.4 loads the add-on as a legacy add-on, which
-needs a `bl_info` dict and a stand-in for `bpy.utils.register_cli_command` (Blender 4.2+).
+Which Blender: `HERMES_GUI_BLENDER` (any Blender 4.5 or newer, a user's own too), else the launcher
+`scripts/gui_root.sh` made for Debian sid's Blender 5.2 LTS in a root folder, else `blender` on PATH.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,32 +24,58 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from hermes_blender.addon_package import build_addon
 from hermes_blender.client import BridgeClient, ToolResult, modern_request
 from hermes_blender.contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from hermes_blender.errors import LiveEndpointUnavailable
-from hermes_blender.resources import ADDON_SOURCE
 
 INSTALL_HINT = (
-    "the GUI tier needs Blender, Xvfb, xdotool and ImageMagick on PATH "
-    "(Debian/Ubuntu: `sudo apt-get install blender xvfb xdotool imagemagick`)"
+    "the GUI tier needs Blender 4.5 or newer (HERMES_GUI_BLENDER, or `sudo scripts/gui_root.sh` for Debian sid's "
+    "5.2 LTS in a root folder), and Xvfb, xdotool and ImageMagick on PATH "
+    "(Debian/Ubuntu: `sudo apt-get install xvfb xdotool imagemagick`)"
 )
-ADDON = "hermes_bridge"
+ADDON = "bl_ext.user_default.hermes_bridge"
+"""The extension's module once installed into the user repository, as a user installs it."""
+FLOOR = (4, 5)
+CACHES = {Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")), Path.home() / ".cache"}
+"""Where scripts/gui_root.sh may have left its launcher (the suite points XDG_CACHE_HOME at a temp folder)."""
 PROBE = Path(__file__).with_name("probe.py")
 ARTIFACTS = Path(os.environ.get("HERMES_GUI_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "gui"))
 """Screenshots and measured figures the tier leaves for people to look at (CI keeps the folder)."""
 
-_LEGACY_SHIM = """
-bl_info = {"name": "Hermes Bridge", "blender": (3, 4, 0), "category": "System", "version": (0, 1, 0)}
-import bpy as _bpy  # noqa: E402
 
-if not hasattr(_bpy.utils, "register_cli_command"):  # Blender < 4.2: no command-line commands
-    _bpy.utils.register_cli_command = lambda *args: None
-    _bpy.utils.unregister_cli_command = lambda *args: None
-"""
+def blender_command() -> str | None:
+    """The Blender the tier drives (see the module's docstring); None when there is none."""
+    named = os.environ.get("HERMES_GUI_BLENDER")
+    if named:
+        return named
+    found = [path for cache in CACHES for path in (cache / "blender-bridge-ci").glob("gui-root-*.blender")]
+    launchers = sorted(found, key=lambda path: path.stat().st_mtime)
+    return str(launchers[-1]) if launchers else shutil.which("blender")
+
+
+@functools.cache
+def blender_version(command: str) -> tuple[str, tuple[int, int]]:
+    """Its `--version` line ("Blender 5.2.2 LTS") and (major, minor)."""
+    line = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=60).stdout.splitlines()[0]
+    found = re.match(r"Blender (\d+)\.(\d+)", line)
+    return line, (int(found[1]), int(found[2])) if found else (0, 0)
 
 
 def missing_tools() -> list[str]:
-    return [name for name in ("blender", "Xvfb", "xdotool", "import") if shutil.which(name) is None]
+    missing = [name for name in ("Xvfb", "xdotool", "import") if shutil.which(name) is None]
+    command = blender_command()
+    if command is None:
+        return [*missing, "blender"]
+    line, version = blender_version(command)
+    return missing if version >= FLOOR else [*missing, f"Blender {FLOOR[0]}.{FLOOR[1]}+ ({command} is {line!r})"]
+
+
+@functools.cache
+def extension_zip() -> Path:
+    """The extension built once per session with Blender's own builder, as `hermes-blender build-addon` builds it."""
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"hermes-gui-package-{os.getpid()}"
+    return build_addon(folder)
 
 
 @contextmanager
@@ -122,6 +150,9 @@ class GuiBlender:
             "HERMES_GUI_PROBE": str(self.probe_dir),
         }
         self.env.pop("BLENDER_USER_RESOURCES", None)  # the suite's bpy setting would hide these folders
+        command = blender_command()
+        assert command is not None, INSTALL_HINT
+        self.blender = command
 
     @property
     def runtime_file(self) -> Path:
@@ -137,21 +168,18 @@ class GuiBlender:
         return self.process.pid
 
     def install_addon(self) -> None:
-        """Copy the add-on as a legacy add-on, enable it and save the preferences, as a user would once."""
-        target = self.root / "scripts" / "addons" / ADDON
-        shutil.copytree(ADDON_SOURCE, target, ignore=shutil.ignore_patterns("__pycache__", "*.toml"))
-        init = target / "__init__.py"
-        text = init.read_text()
-        head = "from __future__ import annotations\n"
-        init.write_text(text.replace(head, head + _LEGACY_SHIM, 1))
+        """Install the extension zip and enable it (Blender's own `extension install-file --enable`), then turn on
+        "Start with Blender" and save the preferences, as a user does once."""
+        blender = self.blender
+        install = [blender, "--command", "extension", "install-file", "--repo", "user_default", "--enable"]
+        subprocess.run([*install, str(extension_zip())], env=self.env, check=True, capture_output=True, timeout=300)
         lab = (
             f"prefs.lab_enabled = True\nprefs.lab_port = {self.lab_port}\n"
             if self.lab_port
             else "prefs.lab_enabled = False\n"
         )
         setup = (
-            "import addon_utils, bpy\n"
-            f"addon_utils.enable({ADDON!r}, default_set=True)\n"
+            "import bpy\n"
             f"prefs = bpy.context.preferences.addons[{ADDON!r}].preferences\n"
             "prefs.auto_start = True\n"
             f"{lab}"
@@ -159,16 +187,16 @@ class GuiBlender:
             "bpy.ops.wm.save_userpref()\n"
         )
         subprocess.run(
-            ["blender", "-b", "--python-exit-code", "1", "--python-expr", setup],
+            [blender, "-b", "--python-exit-code", "1", "--python-expr", setup],
             env=self.env,
             check=True,
             capture_output=True,
-            timeout=120,
+            timeout=300,
         )
 
     def launch(self, blend: Path | None = None) -> LiveEndpoint:
         """Start Blender as a user does (no factory settings: the saved preferences apply) and wait for its bridge."""
-        command = ["blender", *([str(blend)] if blend else []), "--python", str(PROBE)]
+        command = [self.blender, *([str(blend)] if blend else []), "--python", str(PROBE)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         return self.wait_for_bridge()
@@ -230,13 +258,16 @@ class GuiBlender:
             f"bpy.context.scene.collection.objects.link(bpy.data.objects.new({object_name!r}, None))\n"
             f"bpy.ops.wm.save_as_mainfile(filepath={str(path)!r})\n"
         )
-        command = ["blender", "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
+        command = [self.blender, "-b", "--factory-startup", "--python-exit-code", "1", "--python-expr", code]
         subprocess.run(command, env=self.env, check=True, capture_output=True, timeout=120)
         return path
 
     def click(self, x: int, y: int) -> None:
-        """A real mouse click at screen coordinates (xdotool), as the user makes it."""
-        subprocess.run(["xdotool", "mousemove", str(x), str(y), "click", "1"], env=self.env, check=True, timeout=30)
+        """A real mouse click at screen coordinates (xdotool), as the user makes it: Blender 5.2 ignores a press on
+        a button the pointer has only just jumped onto, so the pointer comes from nearby and rests first."""
+        for command in (["mousemove", str(x - 8), str(y)], ["mousemove", str(x), str(y)], ["click", "1"]):
+            subprocess.run(["xdotool", *command], env=self.env, check=True, timeout=30)
+            time.sleep(0.4)
 
     def screenshot(self, name: str) -> Path:
         """The whole X screen as the user would see it (ImageMagick's `import`), kept as an artifact."""

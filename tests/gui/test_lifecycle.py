@@ -33,7 +33,7 @@ def _open_hermes_panel(blender: GuiBlender) -> dict[str, int]:
     """Open the 3D Viewport's sidebar and click its Hermes tab; returns the sidebar's screen geometry."""
     sidebar = blender.probe(SIDEBAR)
     time.sleep(1.0)  # a software-GL redraw
-    blender.click(sidebar["left"] + sidebar["width"] - 14, sidebar["top"] + 167)  # the fourth tab: Hermes
+    blender.click(sidebar["left"] + sidebar["width"] - 14, sidebar["top"] + 244)  # the fifth tab (5.2): Hermes
     time.sleep(1.0)
     return sidebar
 
@@ -97,7 +97,7 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -
 
 STOPS = {
     "stop": "bpy.ops.hermes_bridge.stop()",
-    "disable": "import addon_utils\naddon_utils.disable('hermes_bridge', default_set=True)",
+    "disable": "import addon_utils\naddon_utils.disable('bl_ext.user_default.hermes_bridge', default_set=True)",
 }
 
 
@@ -162,8 +162,8 @@ def test_a_crashed_blender_leaves_a_stale_file_that_reads_as_not_running_and_the
 
 
 NOTE = (
-    "import sys\nbridge = sys.modules['hermes_bridge.service'].active()\n"
-    "result = sys.modules['hermes_bridge.notes'].reachability(bridge.runtime_file, bridge.pid)"
+    "import sys\nbridge = sys.modules['bl_ext.user_default.hermes_bridge.service'].active()\n"
+    "result = sys.modules['bl_ext.user_default.hermes_bridge.notes'].reachability(bridge.runtime_file, bridge.pid)"
 )
 
 
@@ -190,7 +190,7 @@ def test_a_second_blender_takes_the_runtime_file_and_hands_it_back_when_it_quits
 
 SHORT_DEADLINE = (
     "import dataclasses, sys\n"
-    "service, prefs = sys.modules['hermes_bridge.service'], sys.modules['hermes_bridge.prefs']\n"
+    "service, prefs = sys.modules['bl_ext.user_default.hermes_bridge.service'], sys.modules['bl_ext.user_default.hermes_bridge.prefs']\n"
     "service.start(dataclasses.replace(prefs.config(), job_timeout=2.0))\n"
     "result = service.active().mode.value == 'gui'"
 )

@@ -46,7 +46,9 @@ def test_pump_latency_and_idle_cost_are_measured_and_logged(gui: GuiBlender) -> 
     idle_cpu = (_cpu_seconds(gui.pid) - before) / 5.0 * 100
 
     figures = {
-        "idle_interval_s": gui.probe("import sys\nresult = sys.modules['hermes_bridge.dispatch'].IDLE_INTERVAL"),
+        "idle_interval_s": gui.probe(
+            "import sys\nresult = sys.modules['bl_ext.user_default.hermes_bridge.dispatch'].IDLE_INTERVAL"
+        ),
         "back_to_back_ms": {
             "p50": _percentile([s[0] for s in back_to_back], 0.5),
             "p95": _percentile([s[0] for s in back_to_back], 0.95),
