@@ -95,6 +95,11 @@ def _screenshot(operator: str, override: dict[str, Any], size_limit: int, fallba
 
 
 def _uniform_png(path: Path) -> bool:
+    return _uniform(_pixels_of(path)[1].tobytes(), 16)
+
+
+def _pixels_of(path: Path) -> tuple[tuple[int, int], array[float]]:
+    """A picture's size and its RGBA floats as Blender reads them, bottom row first."""
     image = bpy.data.images.load(str(path))
     try:
         width, height = image.size
@@ -102,7 +107,7 @@ def _uniform_png(path: Path) -> bool:
         image.pixels.foreach_get(pixels)
     finally:
         bpy.data.images.remove(image)
-    return _uniform(pixels.tobytes(), 16)
+    return (width, height), pixels
 
 
 def _uniform(data: bytes, pixel: int) -> bool:

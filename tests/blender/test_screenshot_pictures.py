@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from array import array
 from pathlib import Path
 from types import ModuleType
-
-import bpy
 
 from hermes_blender.blender_host import ADDON_MODULE
 
@@ -16,15 +13,9 @@ def _screen(addon: ModuleType) -> ModuleType:
     return importlib.import_module(f"{ADDON_MODULE}.tools.screen")
 
 
-def _read_back(path: Path) -> tuple[tuple[int, int], bytes]:
-    image = bpy.data.images.load(str(path))
-    try:
-        width, height = image.size
-        pixels = array("f", bytes(4 * 4 * width * height))
-        image.pixels.foreach_get(pixels)
-    finally:
-        bpy.data.images.remove(image)
-    return (width, height), bytes(round(value * 255) for value in pixels)
+def _read_back(screen: ModuleType, path: Path) -> tuple[tuple[int, int], bytes]:
+    size, pixels = screen._pixels_of(path)
+    return size, bytes(round(value * 255) for value in pixels)
 
 
 def test_a_put_together_picture_is_a_png_blender_reads_back_pixel_for_pixel(addon: ModuleType, tmp_path: Path) -> None:
@@ -33,7 +24,7 @@ def test_a_put_together_picture_is_a_png_blender_reads_back_pixel_for_pixel(addo
     rows = bytes((x * 40, y * 80, 7, 255)[i] for y in range(height) for x in range(width) for i in range(4))
     path = tmp_path / "picture.png"
     path.write_bytes(screen._png(width, height, rows))
-    assert _read_back(path) == ((width, height), rows)  # both bottom row first, as Blender keeps pixels
+    assert _read_back(screen, path) == ((width, height), rows)  # both bottom row first, as Blender keeps pixels
 
 
 def test_regions_are_placed_where_they_sit_and_a_panel_only_where_it_draws(addon: ModuleType) -> None:
