@@ -10,6 +10,7 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import logging
 import os
 import signal
 import stat
@@ -83,6 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     _runtime_file_option(call)
     _json_option(call)
     call.set_defaults(handler=_call)
+
+    mcp = commands.add_parser(
+        "mcp", help="serve MCP over stdio for any client, reaching Blender through its runtime file on every call"
+    )
+    mcp.add_argument("--pid", type=int, help="with several Blenders serving, talk to this one only (see `status`)")
+    _runtime_file_option(mcp)
+    mcp.set_defaults(handler=_mcp)
 
     demo = commands.add_parser("demo", help="start a headless Blender, list its scene, stop it")
     demo.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
@@ -210,6 +218,17 @@ def _call(args: argparse.Namespace) -> int:
     result = asyncio.run(client.call_tool(args.tool, arguments))
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _mcp(args: argparse.Namespace) -> int:
+    from .stdio_server import run  # the server's imports are for this command only
+
+    logging.basicConfig(level=logging.WARNING, format="hermes-blender mcp: %(levelname)s: %(message)s")  # stderr
+    spec = RuntimeFileSpec(path=args.runtime_file)
+    if args.pid is not None:
+        spec = instance_spec(spec, args.pid)
+    run(spec)
+    return EXIT_OK
 
 
 def _demo(args: argparse.Namespace) -> int:
