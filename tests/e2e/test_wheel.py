@@ -81,3 +81,40 @@ def test_the_installed_wheel_validates_checks_and_calls_without_bpy(installed: P
 def test_build_addon_without_bpy_names_the_extra_to_install(installed: Path, tmp_path: Path) -> None:
     built = _run(installed, "build-addon", "--output", str(tmp_path / "dist"), home=tmp_path)
     assert built.returncode == 2 and "hermes-blender[blender]" in built.stderr
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX venv layout")
+def test_the_installed_wheels_stdio_server_lists_the_shipped_tools_without_blender(
+    installed: Path, tmp_path: Path
+) -> None:
+    """What a client sees from `hermes-blender mcp` before Blender ever started: the handshake and the tool list."""
+    frames = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"},
+            },
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+    ]
+    env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env.update(HOME=str(tmp_path))
+    with subprocess.Popen(
+        [str(installed), "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+    ) as server:
+        assert server.stdin is not None and server.stdout is not None
+        server.stdin.write("".join(json.dumps(frame) + "\n" for frame in frames))
+        server.stdin.flush()  # and kept open: a client that closes stdin has ended the session
+        answers = {}
+        while 2 not in answers:
+            answer = json.loads(server.stdout.readline())
+            answers[answer.get("id")] = answer
+        server.stdin.close()
+        assert server.wait(30) == 0
+    names = [tool["name"] for tool in answers[2]["result"]["tools"]]
+    assert "get_objects_summary" in names and "execute_blender_code" in names
