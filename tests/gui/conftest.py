@@ -32,8 +32,10 @@ def display(request: pytest.FixtureRequest) -> Iterator[str]:
     assert command is not None
     which = f"GUI tier: {blender_version(command)[0]} ({command})"
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(which)
+    capture = request.config.pluginmanager.get_plugin("capturemanager")
+    if reporter is not None and capture is not None:
+        with capture.global_and_fixture_disabled():  # a fixture's output is captured: this line is for the reader
+            reporter.write_line(which)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "blender.txt").write_text(which + "\n")
     with xvfb() as name:
