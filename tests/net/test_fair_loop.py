@@ -62,6 +62,7 @@ def test_a_request_sent_while_another_clients_job_runs_is_answered_even_past_its
     kept = http.client.HTTPConnection("127.0.0.1", patient.port, timeout=10)
     assert _call(kept, patient, "echo", n=1) == {"echo": {"n": 1}}  # known now; idle from here, for at most 1 s
     other = http.client.HTTPConnection("127.0.0.1", patient.port, timeout=10)
+    assert _call(other, patient, "echo", n=0)  # known too: its long job is read with the others, not at an accept
     job = _in_background(lambda: _call(other, patient, "sleep", seconds=1.5))
     time.sleep(0.5)  # within its idle limit: the request is in the kernel before the limit passes
     assert _call(kept, patient, "echo", n=2) == {"echo": {"n": 2}}
@@ -107,6 +108,7 @@ def test_a_lab_client_accepted_before_a_long_job_is_answered_after_it(driver: st
         with socket.create_connection(("127.0.0.1", port), timeout=10) as early:
             time.sleep(0.1)  # accepted now; its 1 s to send a request starts
             with socket.create_connection(("127.0.0.1", port), timeout=10) as slow:
+                time.sleep(0.1)  # accepted too: its request is read with the others, not at its accept
                 slow.sendall(_lab_request("sleep"))
                 time.sleep(0.4)  # the long job has begun
                 early.sendall(_lab_request("early"))  # within its second, while the job runs
