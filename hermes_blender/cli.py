@@ -25,6 +25,7 @@ from . import __version__
 from .addon_package import ONE_PREFERENCE, build_addon, install_addon
 from .checks import render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
+from .client_configs import CLIENTS, SERVER, TOOLKIT_SOURCE, find_launch, host_defaults, write_entry
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
@@ -91,6 +92,18 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("--pid", type=int, help="with several Blenders serving, talk to this one only (see `status`)")
     _runtime_file_option(mcp)
     mcp.set_defaults(handler=_mcp)
+
+    connect = commands.add_parser(
+        "connect", help="print (or --write) the entry that starts `hermes-blender mcp` in one MCP client's config"
+    )
+    connect.add_argument("client", choices=sorted(CLIENTS), help="the MCP client to configure")
+    connect.add_argument(
+        "--write", action="store_true", help="merge the entry into the client's config, after a timestamped backup"
+    )
+    connect.add_argument("--config", type=Path, help="this config file instead of the client's user-level one")
+    connect.add_argument("--pid", type=int, help="pin the entry to one Blender (rarely wanted: pids change)")
+    connect.add_argument("--runtime-file", help="a runtime file other than the default, passed to `mcp`")
+    connect.set_defaults(handler=_connect)
 
     demo = commands.add_parser("demo", help="start a headless Blender, list its scene, stop it")
     demo.add_argument("--blend", type=Path, help="open this .blend instead of the factory scene")
@@ -228,6 +241,31 @@ def _mcp(args: argparse.Namespace) -> int:
     if args.pid is not None:
         spec = instance_spec(spec, args.pid)
     run(spec)
+    return EXIT_OK
+
+
+def _connect(args: argparse.Namespace) -> int:
+    client = CLIENTS[args.client]
+    extra: tuple[str, ...] = ()
+    if args.runtime_file is not None:
+        extra += ("--runtime-file", args.runtime_file)
+    if args.pid is not None:
+        extra += ("--pid", str(args.pid))
+    launch = find_launch(extra)
+    path = args.config if args.config is not None else client.path(host_defaults(HostFacts()))
+    if launch.via == "uvx":
+        _progress(f"hermes-blender is not installed: the entry runs it through uvx ({TOOLKIT_SOURCE})")
+    if not args.write:
+        print(client.snippet(launch), end="")
+        _progress(f"add this to {path} (or run again with --write to merge it there). {client.after}")
+        return EXIT_OK
+    written = write_entry(client, launch, path)
+    if not written.changed:
+        _progress(f"{path} already has this entry; nothing changed. {client.after}")
+        return EXIT_OK
+    if written.backup is not None:
+        _progress(f"backup of the previous file: {written.backup}")
+    _progress(f"wrote the {SERVER!r} entry for {client.title} to {path}. {client.after}")
     return EXIT_OK
 
 

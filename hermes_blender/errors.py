@@ -33,3 +33,7 @@ class ContractError(BlenderBridgeError):
 
 class AddonPackageError(BlenderBridgeError):
     """Building, validating or installing the extension failed; the message says where."""
+
+
+class ConnectError(BlenderBridgeError):
+    """A client's config could not be written (or the stdio server has no executable to name); nothing changed."""
