@@ -89,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     mcp = commands.add_parser(
         "mcp", help="serve MCP over stdio for any client, reaching Blender through its runtime file on every call"
     )
-    mcp.add_argument("--pid", type=int, help="with several Blenders serving, talk to this one only (see `status`)")
+    pin = mcp.add_mutually_exclusive_group()
+    pin.add_argument("--pid", type=int, help="with several Blenders serving, talk to this one only (see `status`)")
+    pin.add_argument("--file", help="talk only to the Blender that has this .blend open (a path, or a file name)")
     _runtime_file_option(mcp)
     mcp.set_defaults(handler=_mcp)
 
@@ -237,10 +239,7 @@ def _mcp(args: argparse.Namespace) -> int:
     from .stdio_server import run  # the server's imports are for this command only
 
     logging.basicConfig(level=logging.WARNING, format="hermes-blender mcp: %(levelname)s: %(message)s")  # stderr
-    spec = RuntimeFileSpec(path=args.runtime_file)
-    if args.pid is not None:
-        spec = instance_spec(spec, args.pid)
-    run(spec)
+    run(RuntimeFileSpec(path=args.runtime_file), pid=args.pid, file=args.file)
     return EXIT_OK
 
 

@@ -8,13 +8,19 @@ with no change to the client's config. The token goes from the 0600 runtime file
 nowhere else: not argv, not the environment, not stdout (the protocol) or the log (stderr). When
 Blender cannot be reached, the call answers at once as a tool error whose JSON carries the named
 state, the one user action and the retry policy, the same sentences as `status`.
+
+One link to the bridge is kept while the runtime file names the same Blender (`bridge_link`: opening an
+MCP session costs more than a call); a new endpoint opens a new one, checked again that its pid is a
+Blender owning its port.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,15 +29,19 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
 
 from . import __version__
+from .bridge_link import BridgeLink
 from .client import BridgeClient
-from .contract.liveness import RuntimeFileSpec
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec
 from .contract.status import describe
-from .errors import LiveEndpointUnavailable, ToolCallFailed
+from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
+from .instances import instance_spec, live_instances
 
 log = logging.getLogger("hermes_blender.mcp")
 
 NAME = "blender"
 APP = "Blender"
+LIST_BLENDERS = "list_blenders"
+"""The one tool of this server's own: which Blenders serve, and which one this session talks to."""
 
 
 def shipped_catalogue() -> list[dict[str, Any]]:
@@ -39,45 +49,156 @@ def shipped_catalogue() -> list[dict[str, Any]]:
     return json.loads(resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8"))
 
 
+def _own_tools() -> list[types.Tool]:
+    return [
+        types.Tool(
+            name=LIST_BLENDERS,
+            title="List the Blenders on this computer",
+            description=(
+                "Which Blenders are serving on this computer (pid, version, open file) and which one this session's "
+                "other tools talk to. A session stays with its Blender; start the server with --pid or --file to "
+                "choose another."
+            ),
+            input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+            annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
+        )
+    ]
+
+
+def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    text = json.dumps(payload, ensure_ascii=False)
+    structured = None if is_error else payload
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
+
+
 def unavailable(state: str, detail: str) -> types.CallToolResult:
     """A call Blender could not take: the named state, its one action and retry policy, as `status` says them."""
     reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
     payload = {"state": state, "error": f"{reason} {action}".strip(), "user_action": action, "retry": retry}
     payload["detail"] = detail
-    text = json.dumps(payload, ensure_ascii=False)
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return _text_result(payload, is_error=True)
+
+
+@dataclass
+class BlenderChoice:
+    """Which Blender this session talks to: pinned (`--pid`, `--file`), else the runtime file's, kept once reached.
+
+    With several Blenders open, the runtime file names the newest; a session that began with another stays
+    with it while it serves. When its Blender has closed, it follows the runtime file to the one serving now
+    (a restart), and says so in that answer: it never switches silently.
+    """
+
+    spec: RuntimeFileSpec
+    pinned: int | None = None
+    """A pid the user chose: only that Blender, never another."""
+    wanted_file: str | None = None
+    """Pin, at the first call, the one Blender that has this file open (a path, or a bare file name)."""
+    current: int | None = None
+    """The Blender this session has talked to."""
+
+    @property
+    def talking_to(self) -> int | None:
+        return self.pinned if self.pinned is not None else self.current
+
+    async def endpoint(self) -> tuple[LiveEndpoint, str | None]:
+        """The endpoint to call now, and a note for the model when it is not the Blender used so far."""
+        if self.pinned is None and self.wanted_file is not None:
+            self.pinned = await pin_by_file(self.spec, self.wanted_file)
+        if self.pinned is not None:
+            return BridgeClient(instance_spec(self.spec, self.pinned)).endpoint(), None
+        if self.current is not None:
+            try:
+                return BridgeClient(instance_spec(self.spec, self.current)).endpoint(), None
+            except LiveEndpointUnavailable:
+                pass  # closed (or a bridge without per-process records): the runtime file decides
+        endpoint = BridgeClient(self.spec).endpoint()
+        note = None
+        if self.current is not None and endpoint.pid != self.current:
+            note = (
+                f"Note: the Blender this session used before (pid {self.current}) is no longer serving; this "
+                f"answer comes from the Blender serving now (pid {endpoint.pid}). Its scene may differ."
+            )
+        self.current = endpoint.pid
+        return endpoint, note
+
+
+class Links:
+    """The kept link to the Blender called last; a new endpoint (a restart, another Blender) opens a new one."""
+
+    def __init__(self, timeout: float) -> None:
+        self._timeout = timeout
+        self._link: BridgeLink | None = None
+        self._lock = anyio.Lock()
+
+    async def link_to(self, endpoint: LiveEndpoint) -> BridgeLink:
+        async with self._lock:
+            if self._link is not None and self._link.endpoint == endpoint:
+                return self._link
+            await self.close()
+            self._link = BridgeLink(endpoint, timeout=self._timeout)
+            return self._link
+
+    async def close(self) -> None:
+        if self._link is not None:
+            link, self._link = self._link, None
+            await link.close()
 
 
 class StdioBridge:
-    """The handlers: the shipped catalogue, and each call forwarded to the Blender the runtime file names now."""
+    """The handlers: the shipped catalogue, and each call forwarded to the Blender this session talks to."""
 
-    def __init__(self, spec: RuntimeFileSpec, *, timeout: float = 150.0) -> None:
-        self._client = BridgeClient(spec, timeout=timeout)
+    def __init__(self, choice: BlenderChoice, links: Links) -> None:
+        self._choice = choice
+        self._links = links
         self._tools = [types.Tool.model_validate(tool) for tool in shipped_catalogue()]
         self._checked_pids: set[int] = set()
         """Blenders whose own catalogue was compared with the one served (once each)."""
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self._tools)
+        return types.ListToolsResult(tools=[*self._tools, *_own_tools()])
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name == LIST_BLENDERS:
+            return await self._list_blenders()
         try:
-            pid = self._client.endpoint().pid
-            async with self._client.session() as client:
-                result = await client.call_tool(params.name, params.arguments or {})
-                if pid not in self._checked_pids:
-                    self._checked_pids.add(pid)
-                    if await self._catalogue_changed(client):
-                        await ctx.session.send_tool_list_changed()
+            endpoint, note = await self._choice.endpoint()
+            link = await self._links.link_to(endpoint)
+            arguments = {"name": params.name, "arguments": params.arguments or {}}
+            result = types.CallToolResult.model_validate(await link.request("tools/call", arguments))
+            if endpoint.pid not in self._checked_pids:
+                self._checked_pids.add(endpoint.pid)
+                if await self._catalogue_changed(link):
+                    await ctx.session.send_tool_list_changed()
         except LiveEndpointUnavailable as exc:
             return unavailable(exc.state, str(exc))
         except ToolCallFailed as exc:
             return unavailable("endpoint_unavailable", str(exc))
+        if note is not None:
+            result.content.append(types.TextContent(type="text", text=note))
         return result
 
-    async def _catalogue_changed(self, client: Any) -> bool:
+    async def _list_blenders(self) -> types.CallToolResult:
+        serving = []
+        for instance in live_instances(self._choice.spec):
+            entry = instance.payload()
+            entry.pop("url")  # the port is not the model's business; the pid names a Blender
+            entry["this_session"] = instance.endpoint.pid == self._choice.talking_to
+            entry["open_file"] = await self._open_file(instance.endpoint)
+            serving.append(entry)
+        return _text_result({"serving": serving, "this_session_pid": self._choice.talking_to})
+
+    async def _open_file(self, endpoint: LiveEndpoint) -> str | None:
+        try:
+            return await open_file(endpoint)
+        except BlenderBridgeError as exc:
+            log.warning("could not ask Blender (pid %s) for its open file: %s", endpoint.pid, exc)
+            return None
+
+    async def _catalogue_changed(self, link: BridgeLink) -> bool:
         """Whether this Blender lists other tools than those served; if so they are served from now on."""
-        live = (await client.list_tools()).tools
+        live = types.ListToolsResult.model_validate(await link.request("tools/list", {})).tools
         if [tool.model_dump(mode="json") for tool in live] == [tool.model_dump(mode="json") for tool in self._tools]:
             return False
         log.warning("this Blender's tools differ from the catalogue shipped with the toolkit; serving its own")
@@ -85,27 +206,62 @@ class StdioBridge:
         return True
 
 
-def server(spec: RuntimeFileSpec, *, timeout: float = 150.0) -> Server[Any]:
-    bridge = StdioBridge(spec, timeout=timeout)
+async def open_file(endpoint: LiveEndpoint) -> str | None:
+    """The .blend a Blender has open (None: unsaved), asked of its bridge."""
+    link = BridgeLink(endpoint, timeout=10.0)
+    try:
+        result = await link.request("tools/call", {"name": "get_blendfile_summary_path_info", "arguments": {}})
+    finally:
+        await link.close()
+    path = (result.get("structuredContent") or {}).get("filepath")
+    return path if isinstance(path, str) and path else None
+
+
+async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
+    """The pid of the one serving Blender whose open file is `wanted` (a path, or a bare file name)."""
+    matches, seen = [], []
+    for instance in live_instances(spec):
+        path = await open_file(instance.endpoint)
+        seen.append(f"pid {instance.endpoint.pid}: {path or '(unsaved)'}")
+        bare_name = Path(wanted).name == wanted
+        if path and (
+            Path(path).name == wanted if bare_name else Path(path).resolve() == Path(wanted).expanduser().resolve()
+        ):
+            matches.append(instance.endpoint.pid)
+    if len(matches) != 1:
+        found = "no Blender has" if not matches else "more than one Blender has"
+        raise LiveEndpointUnavailable(
+            f"{found} {wanted} open (serving: {'; '.join(seen) or 'none'})", state="app_not_running"
+        )
+    return matches[0]
+
+
+def server(bridge: StdioBridge) -> Server[Any]:
     return Server(
         NAME,
         version=__version__,
         instructions=(
             "Tools for the Blender that is open on this computer, found through the runtime file it publishes. "
-            "Read get_objects_summary before changing anything. Code execution in Blender is not a sandbox."
+            "Read get_objects_summary before changing anything; list_blenders says which Blender this is when "
+            "several are open. Code execution in Blender is not a sandbox."
         ),
         on_list_tools=bridge.list_tools,
         on_call_tool=bridge.call_tool,
     )
 
 
-def run(spec: RuntimeFileSpec, *, timeout: float = 150.0) -> None:
+def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = None, timeout: float = 150.0) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin."""
-    app = server(spec, timeout=timeout)
-    options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
 
     async def main() -> None:
-        async with stdio_server() as (read, write):
-            await app.run(read, write, options)
+        links = Links(timeout)
+        app = server(StdioBridge(BlenderChoice(spec, pinned=pid, wanted_file=file), links))
+        app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
+        options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
+        try:
+            async with stdio_server() as (read, write):
+                await app.run(read, write, options)
+        finally:
+            await links.close()
 
     anyio.run(main)

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes_blender.stdio_server import shipped_catalogue
+from hermes_blender.stdio_server import LIST_BLENDERS, shipped_catalogue
 from tests.clients.conftest import UserHome
 
 
@@ -32,7 +32,8 @@ def test_the_inspector_lists_and_calls_the_tools_over_stdio(
     prefix = npm_install("mcp-inspector")
     with user_home.blender():
         code, listed = _inspector(prefix, user_home, "--method", "tools/list")
-        assert code == 0 and [tool["name"] for tool in listed["tools"]] == [t["name"] for t in shipped_catalogue()]
+        served = [tool["name"] for tool in shipped_catalogue()] + [LIST_BLENDERS]
+        assert code == 0 and [tool["name"] for tool in listed["tools"]] == served
         code, called = _inspector(prefix, user_home, "--method", "tools/call", "--tool-name", "get_objects_summary")
     assert code == 0 and not called.get("isError"), called
     assert called["structuredContent"]["scene_name"] == "Scene"

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
@@ -16,7 +17,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
-from hermes_blender.stdio_server import shipped_catalogue
+from hermes_blender.stdio_server import LIST_BLENDERS, shipped_catalogue
 
 
 def _server(runtime_file: Path) -> StdioServerParameters:
@@ -52,7 +53,7 @@ def test_with_blender_closed_it_lists_the_shipped_tools_and_a_call_names_the_sta
         return [tool.name for tool in tools.tools], await client.call_tool("get_objects_summary", {})
 
     (names, result), _ = _session(runtime_file, body)
-    assert names == [tool["name"] for tool in shipped_catalogue()]
+    assert names == [tool["name"] for tool in shipped_catalogue()] + [LIST_BLENDERS]
     payload = json.loads(result.content[0].text)
     assert result.is_error and payload["state"] == "app_not_running"
     assert payload["user_action"] == "Start Blender, then try again." and payload["retry"] == "after_user_action"
@@ -89,3 +90,77 @@ def test_one_session_follows_blender_across_a_restart_on_a_new_port_and_token(tm
     assert first_token != second_token
     for token in (first_token, second_token):
         assert token not in stderr  # the token goes from the file to the bridge only
+
+
+PID_CODE = {"code": "import os\nresult = {'pid': os.getpid()}"}
+
+
+async def _answering_pid(client: Client) -> tuple[int, list[str]]:
+    """Which Blender answered a call, and the texts that came with its answer."""
+    result = await client.call_tool("execute_blender_code", PID_CODE)
+    assert not result.is_error, result
+    return result.structured_content["result"]["pid"], [block.text for block in result.content[1:]]
+
+
+def test_a_session_stays_with_its_blender_when_another_starts_and_says_so_when_it_must_switch(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def body(client: Client) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        first = HeadlessBlender(runtime_file)
+        with first:
+            seen["before"] = await _answering_pid(client)
+            with HeadlessBlender(runtime_file) as second:  # the newer one now owns server.json
+                assert json.loads(runtime_file.read_text())["pid"] == second.pid
+                seen["pids"] = (first.pid, second.pid)
+                seen["while_both"] = await _answering_pid(client)
+                seen["listed"] = (await client.call_tool(LIST_BLENDERS, {})).structured_content
+                first.stop()
+                seen["after_first_quit"] = await _answering_pid(client)
+                seen["then"] = await _answering_pid(client)
+        return seen
+
+    seen, _ = _session(runtime_file, body)
+    first_pid, second_pid = seen["pids"]
+    assert seen["before"] == (first_pid, []) and seen["while_both"] == (first_pid, [])
+    listed = seen["listed"]
+    assert listed["this_session_pid"] == first_pid
+    assert {entry["pid"]: entry["this_session"] for entry in listed["serving"]} == {first_pid: True, second_pid: False}
+    pid, notes = seen["after_first_quit"]
+    assert pid == second_pid and len(notes) == 1 and f"(pid {first_pid}) is no longer serving" in notes[0]
+    assert seen["then"] == (second_pid, [])  # said once, at the switch
+
+
+def test_file_pins_the_blender_that_has_that_file_open(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+    blend = tmp_path / "shot_010.blend"
+    with HeadlessBlender(runtime_file) as first:
+        save = {"code": f"import bpy\nbpy.ops.wm.save_as_mainfile(filepath={str(blend)!r})\nresult = {{}}"}
+        saved = asyncio.run(
+            BridgeClient(RuntimeFileSpec(path=str(runtime_file))).call_tool("execute_blender_code", save)
+        )
+        assert not saved.is_error and blend.exists(), saved
+        with HeadlessBlender(runtime_file):  # newer: server.json names this one
+            for wanted in (blend.name, str(blend)):
+                server = _server(runtime_file)
+                server.args.extend(["--file", wanted])
+
+                async def main(server: StdioServerParameters = server) -> tuple[int, list[str]]:
+                    async with Client(stdio_client(server), read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+                        return await _answering_pid(client)
+
+                assert asyncio.run(main()) == (first.pid, [])
+
+
+def test_a_cancelled_call_leaves_the_session_serving(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def body(client: Client) -> tuple[bool, Any]:
+        with anyio.move_on_after(0.5) as scope:  # the SDK sends notifications/cancelled when a call is abandoned
+            await client.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(3)\nresult = {}"})
+        return scope.cancelled_caught, await client.call_tool("get_objects_summary", {})
+
+    with HeadlessBlender(runtime_file):
+        (cancelled, after), stderr = _session(runtime_file, body)
+    assert cancelled and not after.is_error and after.structured_content["scene_name"] == "Scene"
+    assert "Traceback" not in stderr
