@@ -25,7 +25,7 @@ from . import __version__
 from .addon_package import ONE_PREFERENCE, build_addon, install_addon
 from .checks import render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
-from .client_configs import CLIENTS, SERVER, TOOLKIT_SOURCE, find_launch, host_defaults, write_entry
+from .client_configs import CLIENTS, SERVER, TOOLKIT_SOURCE, Launch, find_launch, host_defaults, write_entry
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
@@ -103,6 +103,11 @@ def _parser() -> argparse.ArgumentParser:
         "--write", action="store_true", help="merge the entry into the client's config, after a timestamped backup"
     )
     connect.add_argument("--config", type=Path, help="this config file instead of the client's user-level one")
+    connect.add_argument(
+        "--command",
+        type=Path,
+        help="the hermes-blender executable the entry runs (in WSL: the Windows one, e.g. /mnt/c/.../hermes-blender.exe)",
+    )
     connect.add_argument("--pid", type=int, help="pin the entry to one Blender (rarely wanted: pids change)")
     connect.add_argument("--runtime-file", help="a runtime file other than the default, passed to `mcp`")
     connect.set_defaults(handler=_connect)
@@ -250,7 +255,10 @@ def _connect(args: argparse.Namespace) -> int:
         extra += ("--runtime-file", args.runtime_file)
     if args.pid is not None:
         extra += ("--pid", str(args.pid))
-    launch = find_launch(extra)
+    if args.command is not None:
+        launch = Launch(str(args.command.absolute()), ("mcp", *extra), "toolkit")
+    else:
+        launch = find_launch(extra)
     path = args.config if args.config is not None else client.path(host_defaults(HostFacts()))
     if launch.via == "uvx":
         _progress(f"hermes-blender is not installed: the entry runs it through uvx ({TOOLKIT_SOURCE})")

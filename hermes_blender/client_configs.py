@@ -70,10 +70,8 @@ def _running_executable() -> str | None:
 
 
 def _ephemeral(path: Path) -> bool:
-    """Inside uv's cache (`archive-v0/...`, `builds-v0/...`) or a temporary folder."""
-    parts = path.absolute().parts
-    temporary = Path(tempfile.gettempdir()).absolute().parts
-    return any(re.fullmatch(r"(archive|builds)-v\d+", part) for part in parts) or parts[: len(temporary)] == temporary
+    """Inside uv's cache (`archive-v0/...`, `builds-v0/...`), which `uv cache prune` empties."""
+    return any(re.fullmatch(r"(archive|builds)-v\d+", part) for part in path.absolute().parts)
 
 
 Entry = dict[str, Any]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,8 @@ from mcp.server.stdio import stdio_server
 
 from . import __version__
 from .bridge_link import BridgeLink
-from .client import BridgeClient
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
@@ -97,6 +97,8 @@ class BlenderChoice:
     """Pin, at the first call, the one Blender that has this file open (a path, or a bare file name)."""
     current: int | None = None
     """The Blender this session has talked to."""
+    host: HostFacts = field(default_factory=HostFacts)
+    """Made once: reading the environment on every call cost more than reading the runtime file."""
 
     @property
     def talking_to(self) -> int | None:
@@ -107,13 +109,13 @@ class BlenderChoice:
         if self.pinned is None and self.wanted_file is not None:
             self.pinned = await pin_by_file(self.spec, self.wanted_file)
         if self.pinned is not None:
-            return BridgeClient(instance_spec(self.spec, self.pinned)).endpoint(), None
+            return self._read(instance_spec(self.spec, self.pinned, self.host)), None
         if self.current is not None:
             try:
-                return BridgeClient(instance_spec(self.spec, self.current)).endpoint(), None
+                return self._read(instance_spec(self.spec, self.current, self.host)), None
             except LiveEndpointUnavailable:
                 pass  # closed (or a bridge without per-process records): the runtime file decides
-        endpoint = BridgeClient(self.spec).endpoint()
+        endpoint = self._read(self.spec)
         note = None
         if self.current is not None and endpoint.pid != self.current:
             note = (
@@ -122,6 +124,9 @@ class BlenderChoice:
             )
         self.current = endpoint.pid
         return endpoint, note
+
+    def _read(self, spec: RuntimeFileSpec) -> LiveEndpoint:
+        return read_live_endpoint(spec, self.host)
 
 
 class Links:

@@ -199,6 +199,37 @@ def official_client_calls(runtime_file: Path, mode: str, n: int) -> dict[str, fl
     return percentiles(asyncio.run(run()))
 
 
+STDIO_ROW = "MCP get_objects_summary via hermes-blender mcp (stdio), official client; x = vs direct HTTP"
+
+
+def stdio_beside_direct(runtime_file: Path, n: int) -> dict[str, float]:
+    """The official client's call through the stdio server, alternated call by call with the same client's
+    call straight to the bridge (2026-07-28, a kept session): what the stdio hop costs a client."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)]
+    )
+
+    async def run() -> tuple[list[float], list[float]]:
+        direct_samples: list[float] = []
+        stdio_samples: list[float] = []
+        async with BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28").session() as direct:
+            async with Client(stdio_client(server), read_timeout_seconds=60) as stdio:  # type: ignore[arg-type]
+                for i in range(n + 20):
+                    for client, samples in ((direct, direct_samples), (stdio, stdio_samples)):
+                        started = time.perf_counter()
+                        await client.call_tool("get_objects_summary", {})
+                        if i >= 20:
+                            samples.append(time.perf_counter() - started)
+        return direct_samples, stdio_samples
+
+    direct_samples, stdio_samples = asyncio.run(run())
+    direct_stats, stdio_stats = percentiles(direct_samples), percentiles(stdio_samples)
+    return {**stdio_stats, "ratio_p50": stdio_stats["p50"] / direct_stats["p50"], "direct_p50": direct_stats["p50"]}
+
+
 def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> dict[str, float]:
     errors: list[str] = []
 
@@ -564,6 +595,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             for name in list(latency)[-2:]:
                 latency[name]["ratio_p50"] = latency[name]["p50"] / latency[floors[http]]["p50"]
+            latency[STDIO_ROW] = stdio_beside_direct(runtime_file, n // 4)
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
             report["flood"] = under_flood(port, headers, n)

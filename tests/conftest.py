@@ -16,6 +16,8 @@ import pytest
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
 atexit.register(shutil.rmtree, _BLENDER_HOME, True)  # also when a run exits early (pytest-blender's parent does)
 os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+"""The user's cache, kept before the throw-away one replaces it: what is worth keeping between runs goes here."""
 os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

@@ -154,3 +154,31 @@ def test_each_client_has_its_user_config_on_every_os() -> None:
     for client in CLIENTS.values():
         for host in (windows, linux):
             assert "$" not in str(client.path(host)) and "%" not in str(client.path(host)), client.name
+
+
+def test_an_entry_for_wsl_names_the_windows_toolkit_and_a_client_can_start_it(tmp_path: Path) -> None:
+    """WSL's interop runs a Windows .exe from Linux with stdio piped through; here a stand-in executable plays the
+    Windows toolkit (it only relays to `hermes-blender mcp`), started from the entry `connect --command` wrote."""
+    windows_side = tmp_path / "mnt" / "c" / "Users" / "ana" / ".local" / "bin" / "hermes-blender.exe"
+    windows_side.parent.mkdir(parents=True)
+    windows_side.write_text(f'#!/bin/sh\nexec {sys.executable} -m hermes_blender.cli "$@"\n')
+    windows_side.chmod(0o755)
+    config = tmp_path / "home" / ".claude.json"
+    command = [sys.executable, "-m", "hermes_blender.cli", "connect", "claude-code", "--write"]
+    subprocess.run([*command, "--command", str(windows_side), "--config", str(config)], check=True, timeout=60)
+    entry = json.loads(config.read_text())["mcpServers"]["blender"]
+    assert entry["command"] == str(windows_side) and entry["args"] == ["mcp"]
+    handshake = (
+        '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        '"capabilities":{},"clientInfo":{"name":"t","version":"1"}}}\n'
+    )
+    started = subprocess.Popen(
+        [entry["command"], *entry["args"]], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert started.stdin is not None and started.stdout is not None
+    started.stdin.write(handshake)
+    started.stdin.flush()
+    answer = json.loads(started.stdout.readline())
+    started.stdin.close()
+    assert started.wait(timeout=30) == 0
+    assert answer["result"]["serverInfo"]["name"] == "blender"

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from hermes_blender.headless import HeadlessBlender
+from tests.conftest import USER_CACHE
 
 PINNED = {
     "claude": ("@anthropic-ai/claude-code", "2.1.332"),
@@ -32,7 +33,7 @@ NODE_HINT = "these tests need Node.js 20 or newer with npm (.ci/run installs the
 
 
 def _cache() -> Path:
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "blender-bridge-ci" / "npm"
+    return USER_CACHE / "blender-bridge-ci" / "npm"
 
 
 def _node_major() -> int | None:
