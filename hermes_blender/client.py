@@ -61,11 +61,10 @@ class BridgeClient:
         return read_live_endpoint(self._spec, self._host)
 
     @asynccontextmanager
-    async def session(self, endpoint: LiveEndpoint | None = None) -> AsyncIterator[Client]:
-        """One MCP connection to the endpoint the runtime file names right now (or `endpoint`, just read from it),
-        and only if the process it names is a Blender that owns that port: a stale file's port may belong to
-        anything now, which must never get the token."""
-        endpoint = endpoint or self.endpoint()
+    async def session(self) -> AsyncIterator[Client]:
+        """One MCP connection to the endpoint the runtime file names right now, and only if the process it names is a
+        Blender that owns that port: a stale file's port may belong to anything now, which must never get the token."""
+        endpoint = self.endpoint()
         problem = serving_blender_problem(endpoint.pid, endpoint.port)
         if problem is not None:
             raise LiveEndpointUnavailable(f"{problem}; nothing was sent to it", state=ENDPOINT_UNAVAILABLE)
