@@ -54,8 +54,10 @@ def unregister() -> None:
     import bpy
 
     from . import operators, service
+    from .tools import scene_index
 
     service.stop()
+    scene_index.uninstall()  # Blender's handler lists outlive the add-on
     if bpy.app.timers.is_registered(operators.auto_start):
         bpy.app.timers.unregister(operators.auto_start)
     if _cli_handle is not None:

@@ -18,7 +18,7 @@ from . import dispatch, log
 from .errors import BridgeStopped, DispatchTimeout, ToolError, UnknownTool
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
-from .tools import CATALOGUE, Image, Tool
+from .tools import CATALOGUE, Image, Tool, scene_index
 from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
 
@@ -83,7 +83,7 @@ class Execution:
         if not self._allow_code:
             return error_envelope(CODE_DISABLED)
         try:
-            outcome = self._dispatcher.call(partial(execute, code, strict_json=strict_json), LAB_JOB_TIMEOUT, connected)
+            outcome = self._dispatcher.call(partial(_lab_code, code, strict_json), LAB_JOB_TIMEOUT, connected)
             if isinstance(outcome, Deferred):
                 return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:
@@ -117,12 +117,23 @@ def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome |
         raise
     except Exception as exc:
         return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+    finally:
+        if tool.mutating:
+            scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
     if gui and tool.mutating:
         with contextlib.suppress(RuntimeError):
             bpy.ops.ed.undo_push(message=f"Hermes: {tool.title}")
     if isinstance(data, Deferred):
         return data
     return _present(tool, data)
+
+
+def _lab_code(code: str, strict_json: bool) -> Envelope:
+    """Main thread: the Lab's code, which may change anything."""
+    try:
+        return execute(code, strict_json=strict_json)
+    finally:
+        scene_index.changed()
 
 
 def _present(tool: Tool, data: Any) -> ToolOutcome:

@@ -9,14 +9,17 @@ from .terminal import one_line
 
 def format_objects_summary(data: dict[str, Any]) -> str:
     root = data.get("collections") or []
-    count = sum(_count(collection) for collection in root)
+    shown = sum(_count(collection) for collection in root)
+    total = data.get("total_objects", shown)
     facts = [
         f"active: {one_line(data.get('active_object') or 'none')}",
         f"mode: {one_line(data.get('object_mode') or 'none')}",
     ]
     facts.append(f"camera: {one_line(data.get('camera_object') or 'none')}")
     scene = one_line(data.get("scene_name"))
-    lines = [f"Scene '{scene}': {count} object{'s' if count != 1 else ''} ({', '.join(facts)})"]
+    lines = [f"Scene '{scene}': {total} object{'s' if total != 1 else ''} ({', '.join(facts)})"]
+    if shown < total:
+        lines.append(f"showing {shown} from offset {data.get('offset', 0)}; `--arguments '{{\"offset\": N}}'` for more")
     for collection in root:
         lines.append(one_line(collection["name"]))
         lines += _children(collection, "", data.get("active_object"))
@@ -51,7 +54,7 @@ def _object_line(obj: dict[str, Any], active: str | None) -> str:
     ]
     parent = f", parent {one_line(obj['parent'])}" if obj.get("parent") else ""
     suffix = f" [{', '.join(flags)}]" if flags else ""
-    return f"{one_line(obj['name'])} ({one_line(obj['type'])}{parent}){suffix}"
+    return f"{one_line(obj['name'])} ({one_line(obj.get('type', '?'))}{parent}){suffix}"
 
 
 def _count(collection: dict[str, Any]) -> int:

@@ -380,40 +380,102 @@ def time_to_ready(runs: int) -> dict[str, float]:
     return percentiles(samples)
 
 
-def big_scenes(runtime_file: Path, headers: dict[str, str], port: int, sizes: list[int]) -> list[dict[str, Any]]:
+SCENE_CODE = """import bpy
+bpy.ops.wm.read_homefile(use_empty=True)
+scene = bpy.context.scene
+mesh = bpy.data.meshes.new('shared')
+homes = [scene.collection] if {spread} == 1 else []
+for n in range(len(homes), {spread}):
+    home = bpy.data.collections.new(f'part_{{n:03d}}')
+    scene.collection.children.link(home)
+    homes.append(home)
+new = bpy.data.objects.new
+for i in range({size}):
+    homes[i % len(homes)].objects.link(new(f'obj_{{i:07d}}', mesh if i % 2 else None))
+result = {{}}
+"""
+
+FLOOR_CODE = """import bpy, time
+view_layer = bpy.context.view_layer
+def walk(collection):
+    yield collection
+    for child in sorted(collection.children, key=lambda c: c.name):
+        yield from walk(child)
+start, wanted, found = 0, range({offset}, {offset} + 100), []
+for collection in walk(bpy.context.scene.collection):
+    count = len(collection.objects)
+    lo, hi = max(wanted.start, start), min(wanted.stop, start + count)
+    if lo < hi:
+        found += list(collection.objects[lo - start : hi - start])
+    start += count
+samples = []
+for _ in range(20):
+    started = time.perf_counter()
+    page = [
+        (o.name, o.type, o.parent.name if o.parent else None, o.data.name if o.data else None,
+         o.select_get(view_layer=view_layer), o.visible_get(view_layer=view_layer), o.hide_get(view_layer=view_layer))
+        for o in found
+    ]
+    samples.append(time.perf_counter() - started)
+result = {{'p50': sorted(samples)[10] * 1000, 'objects': len(found)}}
+"""
+
+
+def scale_table(port: int, headers: dict[str, str], sizes: list[int], pid: int) -> list[dict[str, Any]]:
+    """get_objects_summary and get_object_detail_summary on flat scenes (every object in the scene collection, as
+    imports make them) and spread ones (100 collections), beside bpy reading the same fields of the same objects
+    inside Blender, untimed lookup apart (the floor: those 100 objects' fields read into tuples). Rows: p50 ms of the default page at offset 0, the middle and the last page, and
+    `limit=1`; the detail of a middle object right after a change; the default answer's text characters."""
+    import psutil
+
     link = KeepAlive(port, headers)
-    results = []
-    for size in sizes:
-        code = (
-            "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nc = bpy.data.collections.new('Big')\n"
-            "bpy.context.scene.collection.children.link(c)\n"
-            f"for i in range({size}):\n    c.objects.link(bpy.data.objects.new(f'obj_{{i:06d}}', None))\nresult = {{}}"
-        )
-        link.post("/mcp", *modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}}))
-        first = timed(lambda: link.post("/mcp", SUMMARY), 20, warmup=2)
-        page_bytes = len(link.post("/mcp", SUMMARY))
-        # The same first page through the official client, which checks it against the outputSchema each call.
-        official = official_client_calls(runtime_file, "2026-07-28", 20) if size == 1_000 else None
-        pages, offset, started = 0, 0, time.perf_counter()
-        total_bytes = 0
-        while offset is not None:
-            page = {"name": "get_objects_summary", "arguments": {"limit": 5000, "offset": offset}}
-            reply = link.post("/mcp", *modern_request("tools/call", page))
-            total_bytes += len(reply)
-            offset = json.loads(reply)["result"]["structuredContent"]["next_offset"]
-            pages += 1
-        results.append(
-            {
+
+    def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        reply = json.loads(link.post("/mcp", *modern_request("tools/call", {"name": name, "arguments": arguments})))
+        return reply["result"]
+
+    def p50(name: str, arguments: dict[str, Any], n: int = 20) -> float:
+        return timed(lambda: call(name, arguments), n, warmup=2)["p50"]
+
+    rows = []
+    for shape, spread in (("flat", 1), ("spread", 100)):
+        for size in sizes:
+            started = time.perf_counter()
+            call("execute_blender_code", {"code": SCENE_CODE.format(size=size, spread=spread)})
+            built = time.perf_counter() - started
+            first = call("get_objects_summary", {})
+            middle, last = size // 2, max(0, size - 100)
+            name = f"obj_{middle:07d}"
+            change = {"code": f"import bpy\nbpy.data.objects['{name}'].location.x += 1\nresult = {{}}"}
+            detail_samples = []
+            for _ in range(10):
+                call("execute_blender_code", change)
+                before = time.perf_counter()
+                call("get_object_detail_summary", {"name": name})
+                detail_samples.append(time.perf_counter() - before)
+            call("get_objects_summary", {})  # the counts again after the changes
+            row = {
+                "shape": shape,
                 "objects": size,
-                "first_page": first,
-                "first_page_bytes": page_bytes,
-                "all_pages_ms": (time.perf_counter() - started) * 1000,
-                "all_pages": pages,
-                "all_bytes": total_bytes,
-                **({"official_client_first_page": official} if official else {}),
+                "build_s": built,
+                "first": p50("get_objects_summary", {}),
+                "middle": p50("get_objects_summary", {"offset": middle}),
+                "last": p50("get_objects_summary", {"offset": last}),
+                "limit_1": p50("get_objects_summary", {"offset": middle, "limit": 1}),
+                "detail_after_change": percentiles(detail_samples)["p50"],
+                "default_text_chars": len(first["content"][0]["text"]),
+                "floor": call("execute_blender_code", {"code": FLOOR_CODE.format(offset=middle)})["structuredContent"][
+                    "result"
+                ]["p50"],
             }
-        )
-    return results
+            if size == sizes[-1] and shape == "flat":
+                process = psutil.Process(pid)
+                before_rss = process.memory_info().rss
+                for i in range(10_000):
+                    call("get_objects_summary", {"offset": (i * 997) % size})
+                row["rss_growth_mib_10k_calls"] = (process.memory_info().rss - before_rss) / 2**20
+            rows.append(row)
+    return rows
 
 
 # --- the official Blender Lab stack, from a source checkout ------------------------------------
@@ -537,6 +599,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CHECKOUT",
         help="also run the official Blender Lab stack from this source checkout (upstream 4309a39), beside ours",
     )
+    parser.add_argument(
+        "--million", action="store_true", help="add 1,000,000-object scenes to the scale table (minutes, about 4 GiB)"
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.flood is not None:
@@ -545,7 +610,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.python:
         return compare_lines(args.python, quick=args.quick, as_json=args.json)
     n = 200 if args.quick else 1000
-    report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scenes": []}
+    report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scale": []}
     latency = report["latency"]
 
     tcp_floor, threaded_floor, http_floor = InlineFloor(), Floor(nul_echo), Floor(http_echo)
@@ -599,9 +664,8 @@ def main(argv: list[str] | None = None) -> int:
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
             report["flood"] = under_flood(port, headers, n)
-            report["scenes"] = big_scenes(
-                runtime_file, headers, port, [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-            )
+            sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
+            report["scale"] = scale_table(port, headers, sizes + ([1_000_000] if args.million else []), endpoint.pid)
     for floor in (tcp_floor, threaded_floor, http_floor):
         floor.close()
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
@@ -674,19 +738,21 @@ def render(report: dict[str, Any]) -> str:
         "",
     ]
     lines.append(
-        f"{'get_objects_summary on a big scene':<36} {'page p50 ms':>12} {'page bytes':>11} {'all pages ms':>13} {'pages':>6} {'all bytes':>11}"
+        f"{'scene':<16}{'objects':>9}{'page 0':>9}{'middle':>9}{'last':>9}{'limit=1':>9}{'detail*':>9}"
+        f"{'floor':>8}{'mid/floor':>10}{'chars':>8}"
     )
-    for s in report["scenes"]:
+    for s in report["scale"]:
         lines.append(
-            f"{str(s['objects']) + ' objects':<36} {s['first_page']['p50']:>12.1f} {s['first_page_bytes']:>11} "
-            f"{s['all_pages_ms']:>13.0f} {s['all_pages']:>6} {s['all_bytes']:>11}"
+            f"{s['shape']:<16}{s['objects']:>9}{s['first']:>9.2f}{s['middle']:>9.2f}{s['last']:>9.2f}"
+            f"{s['limit_1']:>9.2f}{s['detail_after_change']:>9.2f}{s['floor']:>8.2f}"
+            f"{s['middle'] / s['floor']:>10.2f}{s['default_text_chars']:>8}"
         )
-    for s in report["scenes"]:
-        if "official_client_first_page" in s:
-            official, raw = s["official_client_first_page"]["p50"], s["first_page"]["p50"]
+    lines.append("p50 ms; detail* = get_object_detail_summary right after a change; floor = bpy reading the same")
+    lines.append("fields of 100 objects in Blender; chars = the default answer's text")
+    for s in report["scale"]:
+        if "rss_growth_mib_10k_calls" in s:
             lines.append(
-                f"{s['objects']}-object page: official client p50 {official:.1f} ms, raw POST p50 {raw:.1f} ms "
-                f"({official / raw:.2f}x)"
+                f"Blender's memory over 10,000 page calls ({s['objects']} objects): {s['rss_growth_mib_10k_calls']:+.1f} MiB"
             )
     return "\n".join(lines)
 

@@ -27,9 +27,22 @@ def run_code(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return _answer(outcome)
 
 
+OUTPUT_BUDGET = 10_000
+"""Characters of printed output kept per stream: the end of it, where the last lines and tracebacks are. Code that
+prints every object of a big scene would otherwise send a model more than it can read (the Lab wire, whose
+clients are programs, keeps everything)."""
+
+
 def _answer(envelope: Envelope) -> dict[str, Any]:
     """An ok envelope becomes data; an error becomes a tool error carrying the output so far."""
-    output = {key: envelope[key] for key in ("stdout", "stderr") if key in envelope}
+    output: dict[str, Any] = {}
+    for key in ("stdout", "stderr"):
+        if key in envelope:
+            text = envelope[key]
+            if len(text) > OUTPUT_BUDGET:
+                text = f"[... {len(text) - OUTPUT_BUDGET} earlier characters cut ...]\n" + text[-OUTPUT_BUDGET:]
+                output["output_cut"] = True
+            output[key] = text
     if envelope["status"] != "ok":
         raise ToolError(envelope["message"], state="execution_error", **output)
     return {"result": json.loads(envelope["result"]), **output}
@@ -37,7 +50,12 @@ def _answer(envelope: Envelope) -> dict[str, Any]:
 
 EXECUTE_RESULT = {
     "type": "object",
-    "properties": {"result": {"type": "object"}, "stdout": {"type": "string"}, "stderr": {"type": "string"}},
+    "properties": {
+        "result": {"type": "object"},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "output_cut": {"type": "boolean"},
+    },
     "required": ["result"],
 }
 
@@ -45,7 +63,8 @@ EXECUTE_BLENDER_CODE = Tool(
     name="execute_blender_code",
     title="Run Python in Blender",
     description=(
-        "Run Python inside Blender (bpy is imported) and return the dict assigned to `result`, plus printed output. "
+        "Run Python inside Blender (bpy is imported) and return the dict assigned to `result`, plus printed output "
+        f"(the last {OUTPUT_BUDGET} characters of each stream; output_cut says when more was printed). "
         "Errors come back as tool errors with the traceback. In the interactive Blender each call is one undo step. "
         "This is not a sandbox: the code can do anything the user can. Read the scene first; change little at a time."
     ),

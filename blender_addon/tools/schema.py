@@ -37,6 +37,11 @@ def validate(schema: dict[str, Any], value: Any, where: str = "arguments") -> No
         raise InvalidArguments(f"{where} must be at most {schema['maxLength']} characters")
     if isinstance(value, str) and len(value) < schema.get("minLength", 0):
         raise InvalidArguments(f"{where} must not be empty" if schema["minLength"] == 1 else f"{where} is too short")
+    if isinstance(value, list) and "items" in schema:
+        if len(value) > schema.get("maxItems", len(value)):
+            raise InvalidArguments(f"{where} must have at most {schema['maxItems']} items")
+        for position, item in enumerate(value):
+            validate(schema["items"], item, f"{where}[{position}]")
     if isinstance(value, dict):
         properties = schema.get("properties", {})
         for name in schema.get("required", []):

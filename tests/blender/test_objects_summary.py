@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import json
+from collections import Counter
 from types import ModuleType
 
 import bpy
+import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
 
@@ -24,7 +27,11 @@ def test_factory_scene_summary_has_the_official_shape(factory_scene: None) -> No
     [collection] = root["children"]
     assert collection["name"] == "Collection" and collection["exclude"] is False
     objects = {obj["name"]: obj for obj in collection["objects"]}
-    assert [obj["name"] for obj in collection["objects"]] == ["Camera", "Cube", "Light"]
+    assert [obj["name"] for obj in collection["objects"]] == [
+        "Cube",
+        "Light",
+        "Camera",
+    ]  # Blender's own order: as linked
     assert objects["Cube"] == {
         "name": "Cube",
         "type": "MESH",
@@ -65,6 +72,112 @@ def test_nested_collections_parents_and_instances_are_reported(factory_scene: No
 
 
 def test_summary_is_plain_json(factory_scene: ModuleType) -> None:
-    import json
-
     assert json.loads(json.dumps(_summary())) == _summary()
+
+
+def _tools() -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.tools.scene")
+
+
+def _index() -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.tools.scene_index")
+
+
+def _big_scene(per_collection: dict[str, int], name_length: int = 8) -> list[str]:
+    """Collections under the scene, each with its objects (meshes and empties alternating); names in link order."""
+    scene = bpy.context.scene
+    mesh = bpy.data.meshes.new("shared")
+    names = []
+    for collection_name, count in per_collection.items():
+        collection = bpy.data.collections.new(collection_name)
+        scene.collection.children.link(collection)
+        for i in range(count):
+            obj = bpy.data.objects.new(f"{collection_name}_{i:06d}".ljust(name_length, "x"), mesh if i % 2 else None)
+            collection.objects.link(obj)
+            names.append(obj.name)
+    _index().changed()  # what the bridge does after agent code ran
+    return names
+
+
+def _objects(node: dict) -> list[dict]:
+    return node["objects"] + [obj for child in node["children"] for obj in _objects(child)]
+
+
+def _read_all(arguments: dict) -> list[dict]:
+    seen, offset, revision = [], 0, 0
+    while offset is not None:
+        page = _tools().objects_summary({**arguments, "offset": offset, "revision": revision})
+        revision = page["revision"]
+        seen += [obj for root in page["collections"] for obj in _objects(root)]
+        offset = page["next_offset"]
+    return seen
+
+
+def test_pages_read_every_object_once_in_order_and_count_first(factory_scene: None) -> None:
+    names = _big_scene({"A": 250, "B": 3, "C": 0, "D": 180})
+    first = _tools().objects_summary({})
+    counts = first["counts"]
+    assert counts["total"] == first["total_objects"] == 3 + len(names)
+    assert counts["by_type"] == dict(Counter(obj.type for obj in bpy.context.scene.objects))
+    assert {entry["name"]: entry["objects"] for entry in counts["by_collection"]}["A"] == 250
+    seen = [obj["name"] for obj in _read_all({})]
+    # Collections depth first, children by name (A, B, C, Collection, D); objects in Blender's order, as linked.
+    assert seen == [*names[:253], "Cube", "Light", "Camera", *names[253:]]
+
+
+def test_the_default_answer_fits_the_budget_even_with_long_names(factory_scene: None) -> None:
+    _big_scene({"Long": 400}, name_length=63)
+    parent = bpy.data.objects.new("P" * 63, bpy.data.meshes.new("M" * 63))
+    for obj in bpy.data.collections["Long"].objects:
+        obj.parent = parent
+        if obj.data is not None:
+            obj.data = parent.data
+    tools = _tools()
+    page = tools.objects_summary({})
+    text = json.dumps(page)
+    assert len(text) < 25_000 and page["next_offset"] is not None and page.get("cut_at_budget") is True
+    assert [o["name"] for o in _read_all({})][3:] == [o.name for o in bpy.data.collections["Long"].objects]
+    asked = tools.objects_summary({"limit": 400})  # a caller who sizes the page gets it whole
+    assert len([o for root in asked["collections"] for o in _objects(root)]) == 400
+
+
+def test_filters_keep_only_what_was_asked(factory_scene: None) -> None:
+    _big_scene({"Trees": 20, "Rocks": 10})
+    bpy.data.objects["Rocks_000003"].select_set(True)
+    bpy.data.objects["Trees_000004"].hide_set(True)
+    tools = _tools()
+    names = lambda **arguments: sorted(o["name"] for o in _read_all(arguments))  # noqa: E731
+    assert names(type=["LIGHT", "CAMERA"]) == ["Camera", "Light"]
+    assert names(collection="Rocks", type=["MESH"]) == [f"Rocks_{i:06d}" for i in range(1, 10, 2)]
+    assert names(name="trees_00001?") == [f"Trees_{i:06d}" for i in range(10, 20)]
+    assert names(selected=True) == ["Cube", "Rocks_000003"]
+    assert "Trees_000004" not in names(visible=True) and "Trees_000005" in names(visible=True)
+    page = tools.objects_summary({"type": ["LIGHT"], "fields": ["type"]})
+    assert page["total_objects"] == 1 and _objects(page["collections"][0]) == [{"name": "Light", "type": "LIGHT"}]
+    assert page["counts"]["total"] == 33  # the counts are the scene's, whatever the filter
+
+
+def test_a_collection_that_is_not_there_is_named_in_the_error(factory_scene: None) -> None:
+    errors = importlib.import_module(f"{ADDON_MODULE}.errors")
+    with pytest.raises(errors.ToolError, match="No collection named 'Nope'") as caught:
+        _tools().objects_summary({"collection": "Nope"})
+    assert caught.value.state == "not_found"
+
+
+def test_a_revision_from_before_a_change_asks_to_start_again(factory_scene: None) -> None:
+    errors = importlib.import_module(f"{ADDON_MODULE}.errors")
+    before = _tools().objects_summary({})["revision"]
+    _big_scene({"New": 2})
+    with pytest.raises(errors.ToolError, match="changed since revision") as caught:
+        _tools().objects_summary({"offset": 100, "revision": before})
+    assert caught.value.state == "scene_changed"
+
+
+def test_objects_removed_without_any_signal_never_leave_a_page_wrong(factory_scene: None) -> None:
+    names = _big_scene({"Gone": 10})
+    _tools().objects_summary({})  # the counts are kept now
+    for name in names[:6]:
+        bpy.data.objects.remove(bpy.data.objects[name])  # no handler runs for this in a background Blender
+    page = _tools().objects_summary({})
+    assert page["counts"]["total"] == page["total_objects"] == 7
+    assert [o["name"] for o in _read_all({})] == ["Cube", "Light", "Camera", *names[6:]]

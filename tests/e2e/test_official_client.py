@@ -40,7 +40,11 @@ def test_official_client_lists_tools_and_reads_the_factory_scene(blender: Headle
     result = asyncio.run(client.call_tool("get_objects_summary"))
     assert not result.is_error
     [collection] = result.structured["collections"][0]["children"]
-    assert [obj["name"] for obj in collection["objects"]] == ["Camera", "Cube", "Light"]
+    assert [obj["name"] for obj in collection["objects"]] == [
+        "Cube",
+        "Light",
+        "Camera",
+    ]  # Blender's own order: as linked
     assert json.loads(result.text) == result.structured
 
 

@@ -1,0 +1,147 @@
+"""What paging a big scene needs between calls, kept until the scene changes.
+
+Counting objects walks Blender's lists (`len()` of a collection is a walk in C: about 0.1 s at a
+million objects) and counting them by type walks them all; a page must cost the page. So the counts
+are kept with a revision, and the revision moves on with every change the bridge can hear of: Blender's
+own handlers (depsgraph updates, undo, redo, a file loaded) and every tool or Lab request that may
+change the scene. A page that finds a collection shorter than its kept count (a change nothing
+announced) is never answered from the stale counts: the index is rebuilt and the page read again.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import bpy
+
+HANDLERS = ("depsgraph_update_post", "undo_post", "redo_post", "load_post")
+
+_state = {"revision": 1}
+_kept: dict[tuple[int, int, int], Index] = {}
+
+
+def revision() -> int:
+    return _state["revision"]
+
+
+@bpy.app.handlers.persistent  # load_post must survive the file it announces
+def changed(*_args: Any) -> None:
+    """The scene may have changed: the next page reads the counts again. A handler too (it takes Blender's args)."""
+    _state["revision"] += 1
+    _kept.clear()
+
+
+def install() -> None:
+    """Listen to Blender's change handlers (idempotent)."""
+    for name in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        if changed not in handlers:
+            handlers.append(changed)
+
+
+def uninstall() -> None:
+    for name in HANDLERS:
+        handlers = getattr(bpy.app.handlers, name)
+        while changed in handlers:
+            handlers.remove(changed)
+    changed()
+
+
+@dataclass(frozen=True)
+class Branch:
+    """One collection in the depth-first order pages follow: its objects hold offsets [start, start+count)."""
+
+    layer_collection: Any
+    depth: int
+    start: int
+    count: int
+    end: int
+    """Where this collection's subtree ends (its own objects, then every child's)."""
+
+
+@dataclass(frozen=True)
+class Index:
+    revision: int
+    branches: tuple[Branch, ...]
+    total: int
+    by_type: dict[str, int]
+
+
+def current(view_layer: Any) -> Index:
+    """The index of this view layer at the current revision, built once per revision."""
+    install()
+    key = (revision(), view_layer.as_pointer(), view_layer.layer_collection.collection.as_pointer())
+    index = _kept.get(key)
+    if index is None:
+        index = _kept[key] = _build(view_layer)
+    return index
+
+
+def _build(view_layer: Any) -> Index:
+    branches: list[Branch] = []
+
+    def walk(layer_collection: Any, depth: int, start: int) -> int:
+        objects = layer_collection.collection.objects
+        count = len(objects)
+        slot = len(branches)
+        branches.append(Branch(layer_collection, depth, start, count, start))
+        end = start + count
+        for child in sorted(layer_collection.children, key=lambda item: item.name):
+            end = walk(child, depth + 1, end)
+        branches[slot] = Branch(layer_collection, depth, start, count, end)
+        return end
+
+    total = walk(view_layer.layer_collection, 0, 0)
+    return Index(revision(), tuple(branches), total, _by_type(branches))
+
+
+TYPE_NAMES = {item.value: item.identifier for item in bpy.types.Object.bl_rna.properties["type"].enum_items}
+
+
+def _by_type(branches: list[Branch]) -> dict[str, int]:
+    """Entries by object type, read in C (`foreach_get`), never object by object in Python."""
+    import array
+
+    counts: Counter[int] = Counter()
+    for branch in branches:
+        objects = branch.layer_collection.collection.objects
+        values = array.array("i", bytes(4 * branch.count))
+        objects.foreach_get("type", values)
+        counts.update(values)
+    return {TYPE_NAMES.get(value, str(value)): n for value, n in sorted(counts.items(), key=lambda kv: -kv[1])}
+
+
+def objects_in(branch: Branch, lo: int, hi: int) -> list[Any]:
+    """This collection's objects at page offsets [lo, hi) (a slice Blender walks in C)."""
+    return list(branch.layer_collection.collection.objects[lo - branch.start : hi - branch.start])
+
+
+def read_page(view_layer: Any, take: Callable[[Index], Any]) -> tuple[Index, Any]:
+    """`take(index)` on a current index; when it finds the index stale (StaleIndex), once more on a rebuilt one."""
+    index = current(view_layer)
+    try:
+        return index, take(index)
+    except StaleIndex:
+        changed()
+        index = current(view_layer)
+        return index, take(index)
+
+
+class StaleIndex(Exception):
+    """A collection held fewer objects than its kept count: the scene changed without a signal."""
+
+
+def subtree(index: Index, name: str) -> tuple[Branch, ...]:
+    """The branch of the collection named `name` and every branch below it, in page order."""
+    for position, branch in enumerate(index.branches):
+        if branch.layer_collection.collection.name == name:
+            below = [branch]
+            for other in index.branches[position + 1 :]:
+                if other.depth <= branch.depth:
+                    break
+                below.append(other)
+            return tuple(below)
+    raise KeyError(name)
