@@ -198,6 +198,8 @@ def test_each_change_is_one_undo_step_and_a_read_adds_none(gui: GuiBlender) -> N
     gui.probe(UNDO)  # the reads left no step: one undo takes back the second change, and only it
     names = _object_names(gui)
     assert "UndoFirst" in names and "UndoSecond" not in names
+    counts = gui.call("get_objects_summary").data()["counts"]  # kept counts follow the undo
+    assert counts["total"] == gui.probe("result = len(bpy.context.scene.objects)")
     gui.probe(UNDO)
     assert "UndoFirst" not in _object_names(gui)
 
