@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import interrupt, log
-from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted
+from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted, RequestCancelled
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
 
@@ -33,7 +33,7 @@ class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
     __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "_wanted")
-    __slots__ += ("deadline",)
+    __slots__ += ("deadline", "_abandoned")
 
     def __init__(
         self, fn: Callable[[], Any], deadline: float = math.inf, wanted: Callable[[], bool] | None = None
@@ -50,11 +50,14 @@ class Job:
         self._error: BaseException | None = None
         self._thread = 0
         self._interrupted = False
+        self._abandoned = False
+        """Stopped because its client left while it ran (a hang-up is the cancel signal)."""
 
     def wait(self, timeout: float) -> Any:
         """The job's result. At the deadline a queued job is cancelled (never run late) and a running
-        one is interrupted; the error says which of these happened."""
-        if not self._done.wait(timeout):
+        one is interrupted; the error says which of these happened. A client that leaves while its job
+        runs has the job stopped (looked at every WATCH_INTERVAL while waiting)."""
+        if not self._wait_while_wanted(timeout):
             with self._lock:
                 if self._state == _QUEUED:
                     self._state = _CANCELLED
@@ -70,11 +73,35 @@ class Job:
                 "before repeating it.",
                 state="still_running",
             )
+        if self._abandoned:
+            raise RequestCancelled("the client left while its request ran; it was stopped, what it changed stays")
         if self._interrupted:
             raise JobInterrupted  # even if it caught the interrupt and answered: that answer is not the truth
         if self._error is not None:
             raise self._error
         return self._result
+
+    def _wait_while_wanted(self, timeout: float) -> bool:
+        """Wait for the end up to `timeout`; a running job whose client has left is stopped first."""
+        ends = time.monotonic() + timeout
+        while not self._done.wait(min(WATCH_INTERVAL, max(0.0, ends - time.monotonic()))):
+            if time.monotonic() >= ends:
+                return False
+            if self.abandon_if_unwanted():
+                self.stop_within(INTERRUPT_GRACE)
+                self._done.wait(max(0.0, ends - time.monotonic()))
+                return self._done.is_set()
+        return True
+
+    def abandon_if_unwanted(self) -> bool:
+        """Interrupt the running job if its client has left; whether it did."""
+        if self._wanted is None or self._state != _RUNNING or self._wanted():
+            return False
+        with self._lock:
+            if self._state != _RUNNING:
+                return False
+            self._abandoned = True
+        return self.interrupt()
 
     def stop_within(self, grace: float) -> bool:
         """Interrupt the running job again and again until it ends; whether it ended within `grace` seconds."""
@@ -134,6 +161,10 @@ class Job:
         """The thread running the job (0 before it starts)."""
         return self._thread
 
+    @property
+    def abandoned(self) -> bool:
+        return self._abandoned
+
     def stopping(self) -> bool:
         """Whether the running job is being interrupted (the signal handler and the line policer ask)."""
         return self._interrupted and self._state == _RUNNING
@@ -174,6 +205,8 @@ class Dispatcher(abc.ABC):
         try:
             return job.wait(wait)
         except JobInterrupted:
+            if job.abandoned:
+                raise RequestCancelled("the client left while its request ran; it was stopped") from None
             if self._stop.is_set():
                 raise BridgeStopped(
                     "the bridge stopped while the request ran; what it changed before stopping stays"
@@ -331,8 +364,12 @@ class InPlaceDispatcher(Dispatcher):
     def _watch(self, done: threading.Event) -> None:
         while not done.wait(WATCH_INTERVAL):
             job = self._running
-            if job is not None and (time.monotonic() > job.deadline or self._stop.is_set()):
+            if job is None:
+                continue
+            if time.monotonic() > job.deadline or self._stop.is_set() or job.abandoned:
                 job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
+            else:
+                job.abandon_if_unwanted()  # its client hung up: the hang-up is the cancel signal
 
 
 # --- GUI pump ---------------------------------------------------------------------------

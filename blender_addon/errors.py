@@ -41,6 +41,10 @@ class ClientLeft(BridgeStopped):
     """The client went away before its request's turn came: the request was dropped, never run."""
 
 
+class RequestCancelled(BridgeStopped):
+    """The client went away while its request ran: the job was stopped (what it changed until then stays)."""
+
+
 class ToolError(BridgeError):
     """A tool could not do what was asked; the message goes back to the agent.
 

@@ -15,7 +15,7 @@ from typing import Any
 import bpy
 
 from . import dispatch, log
-from .errors import BridgeStopped, DispatchTimeout, ToolError, UnknownTool
+from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
 from .tools import CATALOGUE, Image, Tool, scene_index
@@ -73,6 +73,9 @@ class Execution:
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
         except DispatchTimeout as exc:
             return ToolOutcome.error(str(exc), state=exc.state)
+        except RequestCancelled as exc:
+            log.logger.info("tool %s cancelled: its client left while it ran", log.one_line(name))
+            return ToolOutcome.error(str(exc), state="cancelled")
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
         return outcome

@@ -139,7 +139,7 @@ class Links:
 
     async def link_to(self, endpoint: LiveEndpoint) -> BridgeLink:
         async with self._lock:
-            if self._link is not None and self._link.endpoint == endpoint:
+            if self._link is not None and _same_bridge(self._link.endpoint, endpoint):
                 return self._link
             await self.close()
             self._link = BridgeLink(endpoint, timeout=self._timeout)
@@ -149,6 +149,11 @@ class Links:
         if self._link is not None:
             link, self._link = self._link, None
             await link.close()
+
+
+def _same_bridge(one: LiveEndpoint, other: LiveEndpoint) -> bool:
+    """The same bridge, whichever record named it (`server.json` or its own `servers/<pid>.json`)."""
+    return (one.url, one.token, one.pid) == (other.url, other.token, other.pid)
 
 
 class StdioBridge:

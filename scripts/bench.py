@@ -165,8 +165,8 @@ def http_echo(conn: socket.socket) -> None:
 class KeepAlive:
     """One persistent HTTP/1.1 connection, TCP_NODELAY, as a careful client would hold."""
 
-    def __init__(self, port: int, headers: dict[str, str]) -> None:
-        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    def __init__(self, port: int, headers: dict[str, str], timeout: float = 30.0) -> None:
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         self.conn.connect()
         self.conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.headers = {"Content-Type": "application/json", **headers}
@@ -383,17 +383,21 @@ def time_to_ready(runs: int) -> dict[str, float]:
 SCENE_CODE = """import bpy
 bpy.ops.wm.read_homefile(use_empty=True)
 scene = bpy.context.scene
-mesh = bpy.data.meshes.new('shared')
-homes = [scene.collection] if {spread} == 1 else []
-for n in range(len(homes), {spread}):
-    home = bpy.data.collections.new(f'part_{{n:03d}}')
-    scene.collection.children.link(home)
-    homes.append(home)
-new = bpy.data.objects.new
-for i in range({size}):
+bpy.data.meshes.new('shared')
+for n in range(1 if {spread} > 1 else 0, {spread}):
+    scene.collection.children.link(bpy.data.collections.new(f'part_{{n:03d}}'))
+result = {{}}
+"""
+ADD_CODE = """import bpy
+scene = bpy.context.scene
+homes = [scene.collection] if {spread} == 1 else [scene.collection, *scene.collection.children]
+mesh, new = bpy.data.meshes['shared'], bpy.data.objects.new
+for i in range({start}, {end}):
     homes[i % len(homes)].objects.link(new(f'obj_{{i:07d}}', mesh if i % 2 else None))
 result = {{}}
 """
+"""A scene is built in steps of 100,000 objects: each step is one request, well inside a job's deadline."""
+
 
 FLOOR_CODE = """import bpy, time
 view_layer = bpy.context.view_layer
@@ -428,7 +432,7 @@ def scale_table(port: int, headers: dict[str, str], sizes: list[int], pid: int) 
     `limit=1`; the detail of a middle object right after a change; the default answer's text characters."""
     import psutil
 
-    link = KeepAlive(port, headers)
+    link = KeepAlive(port, headers, timeout=300.0)
 
     def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         reply = json.loads(link.post("/mcp", *modern_request("tools/call", {"name": name, "arguments": arguments})))
@@ -441,7 +445,10 @@ def scale_table(port: int, headers: dict[str, str], sizes: list[int], pid: int) 
     for shape, spread in (("flat", 1), ("spread", 100)):
         for size in sizes:
             started = time.perf_counter()
-            call("execute_blender_code", {"code": SCENE_CODE.format(size=size, spread=spread)})
+            call("execute_blender_code", {"code": SCENE_CODE.format(spread=spread)})
+            for step in range(0, size, 100_000):
+                code = ADD_CODE.format(spread=spread, start=step, end=min(size, step + 100_000))
+                call("execute_blender_code", {"code": code})
             built = time.perf_counter() - started
             first = call("get_objects_summary", {})
             middle, last = size // 2, max(0, size - 100)

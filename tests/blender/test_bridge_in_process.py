@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -264,8 +265,8 @@ def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: Modul
     assert signal.getsignal(signal.SIGUSR2) is interrupt._on_signal
 
 
-def _send_and_leave(bridge: Any, name: str, arguments: dict) -> None:
-    """A whole tools/call request, then the client closes without waiting for the answer."""
+def _send_and_leave(bridge: Any, name: str, arguments: dict, once: Callable[[], bool] = lambda: True) -> None:
+    """A whole tools/call request, then the client closes without waiting for the answer (once `once()` holds)."""
     token = json.loads(bridge.runtime_file.read_text())["token"]
     body, headers = modern_request("tools/call", {"name": name, "arguments": arguments})
     head = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
@@ -275,6 +276,8 @@ def _send_and_leave(bridge: Any, name: str, arguments: dict) -> None:
     ).encode() + body
     with socket.create_connection(("127.0.0.1", bridge.port), timeout=10) as sock:
         sock.sendall(request)
+        while not once():
+            time.sleep(0.01)
 
 
 @pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
@@ -299,3 +302,28 @@ def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(
     after = serve_while(bridge.dispatcher, ask, bridge.serve)
     assert after["structuredContent"]["result"] == {"next": True}
     assert "hermes_test_late" not in bpy.app.driver_namespace
+
+
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
+def test_a_client_that_hangs_up_while_its_script_runs_has_the_script_stopped(
+    service: ModuleType, tmp_path: Path, mode: str
+) -> None:
+    """The 2026-07-28 transport's cancel signal is the client closing the stream: the job stops where it waits."""
+    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode[mode])
+    bridge = service.start(config)
+    slow = (
+        "import bpy, time\nbpy.app.driver_namespace['hermes_test_started'] = True\n"
+        "for _ in range(600):\n    time.sleep(0.05)\nbpy.app.driver_namespace['hermes_test_finished'] = True"
+    )
+
+    def ask() -> dict:
+        started = lambda: "hermes_test_started" in bpy.app.driver_namespace  # noqa: E731
+        _send_and_leave(bridge, "execute_blender_code", {"code": slow}, once=started)
+        return _call(bridge, "execute_blender_code", {"code": "result = {'next': True}"})
+
+    for key in ("hermes_test_started", "hermes_test_finished"):
+        bpy.app.driver_namespace.pop(key, None)
+    after = serve_while(bridge.dispatcher, ask, bridge.serve)
+    assert after["structuredContent"]["result"] == {"next": True}
+    assert bpy.app.driver_namespace.get("hermes_test_started") is True  # it ran, and was stopped mid-way
+    assert "hermes_test_finished" not in bpy.app.driver_namespace

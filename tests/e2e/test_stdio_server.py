@@ -152,15 +152,25 @@ def test_file_pins_the_blender_that_has_that_file_open(tmp_path: Path) -> None:
                 assert asyncio.run(main()) == (first.pid, [])
 
 
-def test_a_cancelled_call_leaves_the_session_serving(tmp_path: Path) -> None:
+def test_a_cancelled_call_stops_the_script_in_blender_and_the_session_goes_on(tmp_path: Path) -> None:
     runtime_file = tmp_path / "Blender" / "server.json"
+    started, finished = tmp_path / "started", tmp_path / "finished"
+    slow = (
+        f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\n"
+        f"for _ in range(600):\n    time.sleep(0.05)\npathlib.Path({str(finished)!r}).touch()\nresult = {{}}"
+    )
 
-    async def body(client: Client) -> tuple[bool, Any]:
-        with anyio.move_on_after(0.5) as scope:  # the SDK sends notifications/cancelled when a call is abandoned
-            await client.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(3)\nresult = {}"})
-        return scope.cancelled_caught, await client.call_tool("get_objects_summary", {})
+    async def body(client: Client) -> Any:
+        assert not (await client.call_tool("get_objects_summary", {})).is_error  # the relay's link is open
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(client.call_tool, "execute_blender_code", {"code": slow})
+            while not started.exists():
+                await anyio.sleep(0.01)
+            tasks.cancel_scope.cancel()  # the SDK sends notifications/cancelled; the relay hangs up its request
+        return await client.call_tool("get_objects_summary", {})
 
     with HeadlessBlender(runtime_file):
-        (cancelled, after), stderr = _session(runtime_file, body)
-    assert cancelled and not after.is_error and after.structured_content["scene_name"] == "Scene"
+        after, stderr = _session(runtime_file, body)
+        assert not after.is_error and after.structured_content["scene_name"] == "Scene"
+        assert not finished.exists()  # stopped where it waited: the next call did not wait for it to end
     assert "Traceback" not in stderr
