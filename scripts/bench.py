@@ -230,6 +230,27 @@ def stdio_beside_direct(runtime_file: Path, n: int) -> dict[str, float]:
     return {**stdio_stats, "ratio_p50": stdio_stats["p50"] / direct_stats["p50"], "direct_p50": direct_stats["p50"]}
 
 
+def cancel_to_stop(port: int, headers: dict[str, str], runs: int) -> dict[str, float]:
+    """From a client hanging up on a running script to the next request's answer: the script must be stopped for
+    that answer to come (the main thread runs one job at a time), so this is the cancel's own latency."""
+    folder = Path(tempfile.mkdtemp(prefix="hermes-bench-cancel-"))
+    link = KeepAlive(port, headers)
+    samples = []
+    for run in range(runs):
+        started = folder / f"started-{run}"
+        code = f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(60)\nresult = {{}}"
+        body, extra = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}})
+        head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, **extra, "Content-Length": str(len(body))}.items())
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as leaving:
+            leaving.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode() + body)
+            while not started.exists():
+                time.sleep(0.001)
+        hung_up = time.perf_counter()
+        link.post("/mcp", *DISCOVER)
+        samples.append(time.perf_counter() - hung_up)
+    return percentiles(samples)
+
+
 def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> dict[str, float]:
     errors: list[str] = []
 
@@ -425,14 +446,29 @@ result = {{'p50': sorted(samples)[10] * 1000, 'objects': len(found)}}
 """
 
 
-def scale_table(port: int, headers: dict[str, str], sizes: list[int], pid: int) -> list[dict[str, Any]]:
+def scale_table(sizes: list[int]) -> list[dict[str, Any]]:
     """get_objects_summary and get_object_detail_summary on flat scenes (every object in the scene collection, as
     imports make them) and spread ones (100 collections), beside bpy reading the same fields of the same objects
-    inside Blender, untimed lookup apart (the floor: those 100 objects' fields read into tuples). Rows: p50 ms of the default page at offset 0, the middle and the last page, and
-    `limit=1`; the detail of a middle object right after a change; the default answer's text characters."""
+    inside Blender, untimed lookup apart (the floor: those 100 objects' fields read into tuples). Rows: p50 ms of
+    the default page at offset 0, the middle and the last page, and `limit=1`; the detail of a middle object right
+    after a change; the default answer's text characters. A new Blender per row: reading the empty file over a
+    million objects cost Blender 5 GiB more within seconds, which is Blender's, not the bridge's."""
+
+    rows = []
+    for shape, spread in (("flat", 1), ("spread", 100)):
+        for size in sizes:
+            with tempfile.TemporaryDirectory() as folder:
+                runtime_file = Path(folder) / "server.json"
+                with HeadlessBlender(runtime_file):
+                    endpoint = read_live_endpoint(RuntimeFileSpec(path=str(runtime_file)))
+                    rows.append(_scale_row(endpoint, shape, spread, size, memory=size == sizes[-1] and shape == "flat"))
+    return rows
+
+
+def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: bool) -> dict[str, Any]:
     import psutil
 
-    link = KeepAlive(port, headers, timeout=300.0)
+    link = KeepAlive(endpoint.port, endpoint.headers(), timeout=300.0)
 
     def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
         reply = json.loads(link.post("/mcp", *modern_request("tools/call", {"name": name, "arguments": arguments})))
@@ -441,48 +477,44 @@ def scale_table(port: int, headers: dict[str, str], sizes: list[int], pid: int) 
     def p50(name: str, arguments: dict[str, Any], n: int = 20) -> float:
         return timed(lambda: call(name, arguments), n, warmup=2)["p50"]
 
-    rows = []
-    for shape, spread in (("flat", 1), ("spread", 100)):
-        for size in sizes:
-            started = time.perf_counter()
-            call("execute_blender_code", {"code": SCENE_CODE.format(spread=spread)})
-            for step in range(0, size, 100_000):
-                code = ADD_CODE.format(spread=spread, start=step, end=min(size, step + 100_000))
-                call("execute_blender_code", {"code": code})
-            built = time.perf_counter() - started
-            first = call("get_objects_summary", {})
-            middle, last = size // 2, max(0, size - 100)
-            name = f"obj_{middle:07d}"
-            change = {"code": f"import bpy\nbpy.data.objects['{name}'].location.x += 1\nresult = {{}}"}
-            detail_samples = []
-            for _ in range(10):
-                call("execute_blender_code", change)
-                before = time.perf_counter()
-                call("get_object_detail_summary", {"name": name})
-                detail_samples.append(time.perf_counter() - before)
-            call("get_objects_summary", {})  # the counts again after the changes
-            row = {
-                "shape": shape,
-                "objects": size,
-                "build_s": built,
-                "first": p50("get_objects_summary", {}),
-                "middle": p50("get_objects_summary", {"offset": middle}),
-                "last": p50("get_objects_summary", {"offset": last}),
-                "limit_1": p50("get_objects_summary", {"offset": middle, "limit": 1}),
-                "detail_after_change": percentiles(detail_samples)["p50"],
-                "default_text_chars": len(first["content"][0]["text"]),
-                "floor": call("execute_blender_code", {"code": FLOOR_CODE.format(offset=middle)})["structuredContent"][
-                    "result"
-                ]["p50"],
-            }
-            if size == sizes[-1] and shape == "flat":
-                process = psutil.Process(pid)
-                before_rss = process.memory_info().rss
-                for i in range(10_000):
-                    call("get_objects_summary", {"offset": (i * 997) % size})
-                row["rss_growth_mib_10k_calls"] = (process.memory_info().rss - before_rss) / 2**20
-            rows.append(row)
-    return rows
+    started = time.perf_counter()
+    call("execute_blender_code", {"code": SCENE_CODE.format(spread=spread)})
+    for step in range(0, size, 100_000):
+        call(
+            "execute_blender_code", {"code": ADD_CODE.format(spread=spread, start=step, end=min(size, step + 100_000))}
+        )
+    built = time.perf_counter() - started
+    first = call("get_objects_summary", {})
+    middle, last = size // 2, max(0, size - 100)
+    name = f"obj_{middle:07d}"
+    change = {"code": f"import bpy\nbpy.data.objects['{name}'].location.x += 1\nresult = {{}}"}
+    detail_samples = []
+    for _ in range(10):
+        call("execute_blender_code", change)
+        before = time.perf_counter()
+        call("get_object_detail_summary", {"name": name})
+        detail_samples.append(time.perf_counter() - before)
+    call("get_objects_summary", {})  # the counts again after the changes
+    floor = call("execute_blender_code", {"code": FLOOR_CODE.format(offset=middle)})["structuredContent"]["result"]
+    row = {
+        "shape": shape,
+        "objects": size,
+        "build_s": built,
+        "first": p50("get_objects_summary", {}),
+        "middle": p50("get_objects_summary", {"offset": middle}),
+        "last": p50("get_objects_summary", {"offset": last}),
+        "limit_1": p50("get_objects_summary", {"offset": middle, "limit": 1}),
+        "detail_after_change": percentiles(detail_samples)["p50"],
+        "default_text_chars": len(first["content"][0]["text"]),
+        "floor": floor["p50"],
+    }
+    if memory:
+        process = psutil.Process(endpoint.pid)
+        before_rss = process.memory_info().rss
+        for i in range(10_000):
+            call("get_objects_summary", {"offset": (i * 997) % size})
+        row["rss_growth_mib_10k_calls"] = (process.memory_info().rss - before_rss) / 2**20
+    return row
 
 
 # --- the official Blender Lab stack, from a source checkout ------------------------------------
@@ -668,13 +700,17 @@ def main(argv: list[str] | None = None) -> int:
             for name in list(latency)[-2:]:
                 latency[name]["ratio_p50"] = latency[name]["p50"] / latency[floors[http]]["p50"]
             latency[STDIO_ROW] = stdio_beside_direct(runtime_file, n // 4)
+            latency["cancel: a client hangs up on a running script -> the next answer"] = cancel_to_stop(
+                port, headers, 5 if args.quick else 20
+            )
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
             report["flood"] = under_flood(port, headers, n)
             sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
-            report["scale"] = scale_table(port, headers, sizes + ([1_000_000] if args.million else []), endpoint.pid)
+            scale_sizes = sizes + ([1_000_000] if args.million else [])
     for floor in (tcp_floor, threaded_floor, http_floor):
         floor.close()
+    report["scale"] = scale_table(scale_sizes)
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     if args.official_stack is not None:
         latency.update(official_stack(args.official_stack.resolve(), n // 10))

@@ -113,7 +113,14 @@ def _read_all(arguments: dict) -> list[dict]:
     return seen
 
 
-def test_pages_read_every_object_once_in_order_and_count_first(factory_scene: None) -> None:
+@pytest.fixture(params=["sliced", "listed"])
+def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways a page reads a collection: Blender's slice, and (for big collections) the list kept per revision."""
+    if request.param == "listed":
+        monkeypatch.setattr(_index(), "LISTED_FROM", 1)
+
+
+def test_pages_read_every_object_once_in_order_and_count_first(factory_scene: None, reading: None) -> None:
     names = _big_scene({"A": 250, "B": 3, "C": 0, "D": 180})
     first = _tools().objects_summary({})
     counts = first["counts"]
@@ -173,7 +180,7 @@ def test_a_revision_from_before_a_change_asks_to_start_again(factory_scene: None
     assert caught.value.state == "scene_changed"
 
 
-def test_objects_removed_without_any_signal_never_leave_a_page_wrong(factory_scene: None) -> None:
+def test_objects_removed_without_any_signal_never_leave_a_page_wrong(factory_scene: None, reading: None) -> None:
     names = _big_scene({"Gone": 10})
     _tools().objects_summary({})  # the counts are kept now
     for name in names[:6]:
