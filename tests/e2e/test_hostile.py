@@ -113,12 +113,17 @@ def test_missing_wrong_and_old_tokens_are_refused(blender: HeadlessBlender, tmp_
         assert status == 401 and headers["www-authenticate"].startswith("Bearer")
 
 
-def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_request_is_answered(
-    blender: HeadlessBlender,
+def test_a_client_that_disconnects_mid_execution_has_it_stopped_never_replayed_and_the_next_is_answered(
+    blender: HeadlessBlender, tmp_path: Path
 ) -> None:
     link = Link(blender)
-    link.call("execute_blender_code", {"code": "bpy.app.driver_namespace['runs'] = 0\nresult = {}"})
-    code = "import time\ntime.sleep(0.5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"
+    reset = "bpy.app.driver_namespace['starts'] = 0\nbpy.app.driver_namespace['runs'] = 0\nresult = {}"
+    link.call("execute_blender_code", {"code": reset})
+    started = tmp_path / "started"
+    code = (
+        f"import pathlib, time\nbpy.app.driver_namespace['starts'] += 1\npathlib.Path({str(started)!r}).touch()\n"
+        "time.sleep(5)\nbpy.app.driver_namespace['runs'] += 1\nresult = {}"
+    )
     body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}}, 9)
     head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
     with socket.create_connection(("127.0.0.1", link.port)) as sock:
@@ -129,10 +134,12 @@ def test_a_client_that_disconnects_mid_execution_gets_no_replay_and_the_next_req
             ).encode()
             + body
         )
-        time.sleep(0.1)
-    time.sleep(1.0)
-    runs = link.call("execute_blender_code", {"code": "result = {'runs': bpy.app.driver_namespace['runs']}"})
-    assert runs["structuredContent"]["result"] == {"runs": 1}  # ran once, never replayed
+        while not started.exists():  # hang up once it runs
+            time.sleep(0.01)
+    counted = "result = {k: bpy.app.driver_namespace[k] for k in ('starts', 'runs')}"
+    runs = link.call("execute_blender_code", {"code": counted})
+    # Started once, stopped where it slept when its client hung up (the cancel signal), never run again.
+    assert runs["structuredContent"]["result"] == {"starts": 1, "runs": 0}
 
 
 def test_loading_blend_files_while_requests_flow_loses_nothing(blender: HeadlessBlender, tmp_path: Path) -> None:
