@@ -280,12 +280,15 @@ def _send_and_leave(bridge: Any, name: str, arguments: dict, once: Callable[[], 
             time.sleep(0.01)
 
 
-@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
-def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(
-    service: ModuleType, tmp_path: Path, mode: str
-) -> None:
-    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode[mode])
-    bridge = service.start(config)
+@pytest.fixture(params=["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
+def either_driver(request: pytest.FixtureRequest, service: ModuleType, tmp_path: Path) -> Any:
+    """A bridge on the threads driver (as in the GUI) or on the main loop (as in a background Blender)."""
+    mode = service.Mode[request.param]
+    return service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=mode))
+
+
+def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(either_driver: Any) -> None:
+    bridge = either_driver
     late = "import bpy\nbpy.app.driver_namespace['hermes_test_late'] = True"
 
     def ask() -> dict:
@@ -304,13 +307,9 @@ def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(
     assert "hermes_test_late" not in bpy.app.driver_namespace
 
 
-@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
-def test_a_client_that_hangs_up_while_its_script_runs_has_the_script_stopped(
-    service: ModuleType, tmp_path: Path, mode: str
-) -> None:
+def test_a_client_that_hangs_up_while_its_script_runs_has_the_script_stopped(either_driver: Any) -> None:
     """The 2026-07-28 transport's cancel signal is the client closing the stream: the job stops where it waits."""
-    config = service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode[mode])
-    bridge = service.start(config)
+    bridge = either_driver
     slow = (
         "import bpy, time\nbpy.app.driver_namespace['hermes_test_started'] = True\n"
         "for _ in range(600):\n    time.sleep(0.05)\nbpy.app.driver_namespace['hermes_test_finished'] = True"
