@@ -18,7 +18,7 @@ from anyio.streams.buffered import BufferedByteStream
 from mcp.shared.exceptions import MCPError
 from mcp.types import ErrorData
 
-from .client import modern_request
+from .client import modern_request, token_refused
 from .contract.host import serving_blender_problem
 from .contract.liveness import ENDPOINT_UNAVAILABLE, LiveEndpoint
 from .errors import LiveEndpointUnavailable, ToolCallFailed
@@ -54,12 +54,12 @@ class BridgeLink:
         message = f"POST {self._path} HTTP/1.1\r\n{self._head}{head}Content-Length: {len(body)}\r\n\r\n"
         try:
             with anyio.fail_after(self._timeout):
-                status, keep, content = await self._exchange(message.encode("latin-1") + body)
+                status, content = await self._exchange(message.encode("latin-1") + body)
         except (OSError, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, TimeoutError) as exc:
             raise ToolCallFailed(f"the connection to Blender at {self.endpoint.url} failed: {exc!r}") from None
         return self._result(status, content)
 
-    async def _exchange(self, request: bytes) -> tuple[int, bool, bytes]:
+    async def _exchange(self, request: bytes) -> tuple[int, bytes]:
         stream = self._idle.pop() if self._idle else None
         if stream is not None:
             try:
@@ -85,7 +85,7 @@ class BridgeLink:
                 self._idle.append(stream)
             else:
                 await stream.aclose()  # cancelled or failed mid-answer: hanging up is the cancel signal
-        return status, keep, content
+        return status, content
 
     def _result(self, status: int, content: bytes) -> dict[str, Any]:
         try:
@@ -93,10 +93,7 @@ class BridgeLink:
         except ValueError:
             answer = None
         if status == 401:
-            raise ToolCallFailed(
-                f"Blender at {self.endpoint.url} refused the token from {self.endpoint.runtime_file} (HTTP 401): "
-                "the file is stale or was written by another program; restart the bridge in Blender, then try again"
-            )
+            raise token_refused(self.endpoint)
         if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
             raise MCPError.from_error_data(ErrorData.model_validate(answer["error"]))
         if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("result"), dict):

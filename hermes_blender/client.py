@@ -104,14 +104,19 @@ def _explain(exc: BaseException, statuses: list[int], endpoint: LiveEndpoint) ->
         return None
     refused = [status for status in statuses if status in (401, 403)]
     if refused and refused[-1] == 401:
-        return ToolCallFailed(
-            f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (HTTP 401): the file is "
-            "stale or was written by another program; restart the bridge in Blender, then try again"
-        )
+        return token_refused(endpoint)
     if refused:
         return ToolCallFailed(f"Blender at {endpoint.url} refused this client's Host or Origin (HTTP 403)")
     detail = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
     return ToolCallFailed(REDACTOR.redact(f"the MCP exchange with Blender at {endpoint.url} failed: {detail}"))
+
+
+def token_refused(endpoint: LiveEndpoint) -> ToolCallFailed:
+    """A 401 from the endpoint the runtime file names: that file's token is not the bridge's."""
+    return ToolCallFailed(
+        f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (HTTP 401): the file is "
+        "stale or was written by another program; restart the bridge in Blender, then try again"
+    )
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -27,6 +27,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
 
 from . import __version__
 from .bridge_link import BridgeLink
@@ -202,7 +203,7 @@ class StdioBridge:
     async def _open_file(self, endpoint: LiveEndpoint) -> str | None:
         try:
             return await open_file(endpoint)
-        except BlenderBridgeError as exc:
+        except (BlenderBridgeError, MCPError) as exc:
             log.warning("could not ask Blender (pid %s) for its open file: %s", endpoint.pid, exc)
             return None
 

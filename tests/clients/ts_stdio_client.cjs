@@ -16,7 +16,6 @@ async function main() {
   const result = await client.callTool({ name: "get_objects_summary", arguments: {} });
   const schema = tools.find((tool) => tool.name === "get_objects_summary").outputSchema;
   console.log(JSON.stringify({
-    protocol: client.getServerVersion() && transport.constructor.name,
     tools: tools.map((tool) => tool.name),
     hasOutputSchema: Boolean(schema),
     isError: Boolean(result.isError),
