@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from blender_addon.jsontext import RawJson, dumps, encode
 from blender_addon.net.lab_protocol import LabConversation, LabSettings, _Incoming
 
-from .conftest import MODERN_META, modern_headers, start_endpoint
+from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
 from .drivers import Served
 
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -27,8 +28,24 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
-ENDPOINT = start_endpoint(driver="main-loop")
-"""Fuzzed through the main-thread loop; every example-based test in this folder runs under both drivers."""
+
+
+@pytest.fixture(scope="module")
+def fuzzed() -> Iterator[Endpoint]:
+    """One endpoint for the whole module, fuzzed through the main-thread loop (every example-based test in this
+    folder runs under both drivers); started and stopped here, never at import, so no server outlives the module."""
+    endpoint = start_endpoint(driver="main-loop")
+    yield endpoint
+    endpoint.listener.stop()
+
+
+@pytest.fixture(scope="module")
+def lab() -> Iterator[Served]:
+    served = Served(
+        "main-loop", partial(LabConversation, executor=_EchoExecutor(), settings=LabSettings(request_timeout=2.0))
+    )
+    yield served
+    served.stop()
 
 
 def _exchange(port: int, data: bytes, *, half_close: bool = True) -> bytes:
@@ -42,15 +59,15 @@ def _exchange(port: int, data: bytes, *, half_close: bool = True) -> bytes:
     return b"".join(chunks)
 
 
-def _serving() -> None:
-    status, _, body = ENDPOINT.rpc("tools/call", {"name": "echo", "arguments": {"ok": True}})
+def _serving(endpoint: Endpoint) -> None:
+    status, _, body = endpoint.rpc("tools/call", {"name": "echo", "arguments": {"ok": True}})
     assert status == 200 and body["result"]["structuredContent"] == {"echo": {"ok": True}}
 
 
 @FUZZ
 @given(st.binary(max_size=4096))
-def test_random_bytes_to_the_mcp_port_get_an_http_answer(data: bytes) -> None:
-    reply = _exchange(ENDPOINT.port, data)
+def test_random_bytes_to_the_mcp_port_get_an_http_answer(fuzzed: Endpoint, data: bytes) -> None:
+    reply = _exchange(fuzzed.port, data)
     if not data:
         assert reply == b""  # nothing was asked
         return
@@ -66,23 +83,25 @@ def test_random_bytes_to_the_mcp_port_get_an_http_answer(data: bytes) -> None:
     request_id=json_values,
     meta=st.booleans(),
 )
-def test_random_json_rpc_messages_get_a_json_rpc_answer(method: str, params: Any, request_id: Any, meta: bool) -> None:
+def test_random_json_rpc_messages_get_a_json_rpc_answer(
+    fuzzed: Endpoint, method: str, params: Any, request_id: Any, meta: bool
+) -> None:
     if meta and isinstance(params, dict):
         params = {**params, "_meta": MODERN_META}
-    status, _, body = ENDPOINT.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+    status, _, body = fuzzed.post({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
     assert status in (200, 202, 400, 404)
     if status != 202:
         assert body["jsonrpc"] == "2.0" and ("result" in body) != ("error" in body)
 
 
-def test_deeply_nested_json_is_a_parse_error_not_a_crash() -> None:
-    status, _, body = ENDPOINT.post(None, body=b"[" * 200_000 + b"]" * 200_000)
+def test_deeply_nested_json_is_a_parse_error_not_a_crash(fuzzed: Endpoint) -> None:
+    status, _, body = fuzzed.post(None, body=b"[" * 200_000 + b"]" * 200_000)
     assert status == 400 and body["error"]["code"] == -32700
-    _serving()
+    _serving(fuzzed)
 
 
-def test_the_endpoint_still_serves_after_the_fuzzing() -> None:
-    _serving()
+def test_the_endpoint_still_serves_after_the_fuzzing(fuzzed: Endpoint) -> None:
+    _serving(fuzzed)
 
 
 class _EchoExecutor:
@@ -90,13 +109,10 @@ class _EchoExecutor:
         return {"status": "ok", "result": {"length": len(code)}}
 
 
-LAB = Served("main-loop", partial(LabConversation, executor=_EchoExecutor(), settings=LabSettings(request_timeout=2.0)))
-
-
 @FUZZ
 @given(st.binary(max_size=4096))
-def test_random_bytes_to_the_lab_port_get_a_reply(data: bytes) -> None:
-    reply = _exchange(LAB.address[1], data)
+def test_random_bytes_to_the_lab_port_get_a_reply(lab: Served, data: bytes) -> None:
+    reply = _exchange(lab.address[1], data)
     if not data.strip():
         assert reply == b""  # only whitespace: nothing was asked
         return
@@ -108,14 +124,14 @@ def test_random_bytes_to_the_lab_port_get_a_reply(data: bytes) -> None:
 
 
 @pytest.mark.parametrize("length", ["²", "¹²", "+5", "-1", "5x"])
-def test_a_content_length_that_is_not_ascii_digits_is_a_400_answer(length: str) -> None:
-    head = f"POST /mcp HTTP/1.1\r\nHost: {ENDPOINT.host}\r\nContent-Length: {length}\r\n\r\n".encode("latin-1")
-    assert _exchange(ENDPOINT.port, head).startswith(b"HTTP/1.1 400 ")
-    _serving()
+def test_a_content_length_that_is_not_ascii_digits_is_a_400_answer(fuzzed: Endpoint, length: str) -> None:
+    head = f"POST /mcp HTTP/1.1\r\nHost: {fuzzed.host}\r\nContent-Length: {length}\r\n\r\n".encode("latin-1")
+    assert _exchange(fuzzed.port, head).startswith(b"HTTP/1.1 400 ")
+    _serving(fuzzed)
 
 
-def test_the_lab_port_still_serves_after_the_fuzzing() -> None:
-    reply = _exchange(LAB.address[1], b'{"type":"execute","code":"abc","strict_json":true}\0', half_close=False)
+def test_the_lab_port_still_serves_after_the_fuzzing(lab: Served) -> None:
+    reply = _exchange(lab.address[1], b'{"type":"execute","code":"abc","strict_json":true}\0', half_close=False)
     assert json.loads(reply.rstrip(b"\0")) == {"status": "ok", "result": {"length": 3}}
 
 
@@ -126,8 +142,8 @@ def test_spliced_json_equals_json_encoded_in_one_piece(inner: Any, outer: dict[s
     assert json.loads(spliced) == {**outer, "result": {"data": inner, "extra": outer}}
 
 
-def test_deeply_nested_json_on_the_lab_port_is_an_error_reply() -> None:
-    reply = _exchange(LAB.address[1], b'{"a":' * 200_000 + b"1" + b"}" * 200_000 + b"\0", half_close=False)
+def test_deeply_nested_json_on_the_lab_port_is_an_error_reply(lab: Served) -> None:
+    reply = _exchange(lab.address[1], b'{"a":' * 200_000 + b"1" + b"}" * 200_000 + b"\0", half_close=False)
     assert json.loads(reply.rstrip(b"\0")) == {"status": "error", "message": "Invalid JSON request: nested too deeply"}
 
 
@@ -161,15 +177,13 @@ def test_a_slow_lab_client_costs_linear_work_not_quadratic() -> None:
     assert incoming.buffer.examined <= 2 * len(incoming.buffer)  # quadratic would be ~1000x this
 
 
-def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500() -> None:
+def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500(fuzzed: Endpoint) -> None:
     body = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"echo","arguments":{"s":"\\udce9"},'
     body += b'"_meta":' + json.dumps(MODERN_META).encode() + b"}}"
-    status, _, reply = ENDPOINT.post(
-        None, ENDPOINT.headers(**modern_headers("tools/call", {"name": "echo"})), body=body
-    )
+    status, _, reply = fuzzed.post(None, fuzzed.headers(**modern_headers("tools/call", {"name": "echo"})), body=body)
     assert status == 200 and reply["id"] == "\ud800"
     assert reply["result"]["structuredContent"] == {"echo": {"s": "\udce9"}}
-    _serving()
+    _serving(fuzzed)
 
 
 def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection(driver: str) -> None:
