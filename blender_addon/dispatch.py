@@ -21,28 +21,54 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from . import interrupt, log
 from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted, RequestCancelled
+from .progress import Progress
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
+
+
+def _always() -> bool:
+    return True
+
+
+def _nothing(now: float) -> None:
+    pass
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Whom a job runs for, as the job's watcher sees them.
+
+    `wanted` is asked before the job starts (False: dropped unrun) and at each look while it runs
+    (False: stopped, the hang-up being the cancel signal); `tend` is called at each look, off the
+    job's thread, with the time (it sends the client what `progress` says); `progress` is where the
+    job records how far it is, when the client asked to hear it.
+    """
+
+    wanted: Callable[[], bool] = _always
+    tend: Callable[[float], None] = _nothing
+    progress: Progress | None = None
+
+
+ANYONE = Caller()
+"""A caller that always waits for the answer and hears nothing meanwhile."""
 
 
 class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
-    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "_wanted")
+    __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "_caller")
     __slots__ += ("deadline", "_abandoned")
 
-    def __init__(
-        self, fn: Callable[[], Any], deadline: float = math.inf, wanted: Callable[[], bool] | None = None
-    ) -> None:
+    def __init__(self, fn: Callable[[], Any], deadline: float = math.inf, caller: Caller = ANYONE) -> None:
         self._fn = fn
         self.deadline = deadline
         """When a job run in place is interrupted by the watchdog (`time.monotonic()`)."""
-        self._wanted = wanted
-        """Asked just before the job starts: False (its client has left) drops it unrun."""
+        self._caller = caller
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._state = _QUEUED
@@ -57,7 +83,7 @@ class Job:
         """The job's result. At the deadline a queued job is cancelled (never run late) and a running
         one is interrupted; the error says which of these happened. A client that leaves while its job
         runs has the job stopped (looked at every WATCH_INTERVAL while waiting)."""
-        if not self._wait_while_wanted(timeout):
+        if not self._wait_watching(timeout):
             with self._lock:
                 if self._state == _QUEUED:
                     self._state = _CANCELLED
@@ -81,21 +107,27 @@ class Job:
             raise self._error
         return self._result
 
-    def _wait_while_wanted(self, timeout: float) -> bool:
+    def _wait_watching(self, timeout: float) -> bool:
         """Wait for the end up to `timeout`; a running job whose client has left is stopped first."""
         ends = time.monotonic() + timeout
         while not self._done.wait(min(WATCH_INTERVAL, max(0.0, ends - time.monotonic()))):
             if time.monotonic() >= ends:
                 return False
-            if self.abandon_if_unwanted():
+            if self.look(time.monotonic()):
                 self.stop_within(INTERRUPT_GRACE)
                 self._done.wait(max(0.0, ends - time.monotonic()))
                 return self._done.is_set()
         return True
 
-    def abandon_if_unwanted(self) -> bool:
-        """Interrupt the running job if its client has left; whether it did."""
-        if self._wanted is None or self._state != _RUNNING or self._wanted():
+    def look(self, now: float) -> bool:
+        """The watcher's look at a job not yet done: its client is tended, or, if it has left while the job
+        runs, the job is interrupted; whether it was. (A queued job whose client left is dropped at its turn.)"""
+        if self._state not in (_QUEUED, _RUNNING):
+            return False
+        if self._caller.wanted():
+            self._caller.tend(now)
+            return False
+        if self._state != _RUNNING:
             return False
         with self._lock:
             if self._state != _RUNNING:
@@ -135,7 +167,7 @@ class Job:
         with self._lock:
             if self._state != _QUEUED:
                 return
-            if self._wanted is not None and not self._wanted():
+            if not self._caller.wanted():
                 self._state = _CANCELLED
                 self._error = ClientLeft("the client left before its request's turn came; it was not run")
                 self._done.set()
@@ -197,9 +229,9 @@ class Dispatcher(abc.ABC):
         self._stop_when_idle = False
 
     @abc.abstractmethod
-    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float, caller: Caller = ANYONE) -> Any:
         """`fn()` run on the main thread. A job past `timeout` is interrupted and its caller told so
-        (DispatchTimeout); one whose `wanted()` is False when its turn comes (the client left) is dropped."""
+        (DispatchTimeout); one whose caller is gone when its turn comes is dropped, or stopped while it runs."""
 
     def _answer(self, job: Job, wait: float, timeout: float) -> Any:
         try:
@@ -270,13 +302,13 @@ class QueuedDispatcher(Dispatcher):
         super().__init__()
         self._queue: queue.SimpleQueue[Job | None] = queue.SimpleQueue()
 
-    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
-        return self._answer(self.submit(fn, wanted), timeout, timeout)
+    def call(self, fn: Callable[[], Any], timeout: float, caller: Caller = ANYONE) -> Any:
+        return self._answer(self.submit(fn, caller), timeout, timeout)
 
-    def submit(self, fn: Callable[[], Any], wanted: Callable[[], bool] | None = None) -> Job:
+    def submit(self, fn: Callable[[], Any], caller: Caller = ANYONE) -> Job:
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn, wanted=wanted)
+        job = Job(fn, caller=caller)
         self._queue.put(job)
         return job
 
@@ -337,12 +369,12 @@ class InPlaceDispatcher(Dispatcher):
         super().__init__()
         self._serving_thread: int | None = None
 
-    def call(self, fn: Callable[[], Any], timeout: float, wanted: Callable[[], bool] | None = None) -> Any:
+    def call(self, fn: Callable[[], Any], timeout: float, caller: Caller = ANYONE) -> Any:
         if self._serving_thread != threading.get_ident():
             raise RuntimeError("jobs run in place on the thread inside `serving()` only")
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn, time.monotonic() + timeout, wanted)
+        job = Job(fn, time.monotonic() + timeout, caller)
         self._run(job)
         return self._answer(job, 0.0, timeout)
 
@@ -369,7 +401,7 @@ class InPlaceDispatcher(Dispatcher):
             if time.monotonic() > job.deadline or self._stop.is_set() or job.abandoned:
                 job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
             else:
-                job.abandon_if_unwanted()  # its client hung up: the hang-up is the cancel signal
+                job.look(time.monotonic())  # progress goes out; a client that hung up has its job stopped
 
 
 # --- GUI pump ---------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 import bpy
 
-from . import dispatch, log
+from . import dispatch, log, progress
 from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
@@ -50,9 +50,7 @@ class Execution:
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.descriptor() for tool in CATALOGUE.values()]
 
-    def call_tool(
-        self, name: str, arguments: dict[str, Any], connected: Callable[[], bool] = lambda: True
-    ) -> ToolOutcome:
+    def call_tool(self, name: str, arguments: dict[str, Any], caller: dispatch.Caller = dispatch.ANYONE) -> ToolOutcome:
         tool = CATALOGUE.get(name)
         if tool is None:
             raise UnknownTool(f"Unknown tool: {name!r}")
@@ -61,10 +59,12 @@ class Execution:
         try:
             validate(tool.input_schema, arguments)
             outcome = self._dispatcher.call(
-                partial(_run_tool, tool, arguments, self._gui), self._job_timeout, connected
+                partial(_run_tool, tool, arguments, self._gui, caller.progress),
+                tool.time_limit or self._job_timeout,
+                caller,
             )
             if isinstance(outcome, Deferred):
-                answer = self._poll_deferred(outcome, connected, DEFERRED_LIMIT)
+                answer = self._poll_deferred(outcome, caller, DEFERRED_LIMIT)
                 if answer is None:  # the client hung up: drop the job, as on the Lab wire
                     return ToolOutcome.error("the client left before the deferred result was ready", state="stopped")
                 outcome = _present(tool, answer)
@@ -85,15 +85,16 @@ class Execution:
     def run_lab_code(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
         if not self._allow_code:
             return error_envelope(CODE_DISABLED)
+        caller = dispatch.Caller(connected)
         try:
-            outcome = self._dispatcher.call(partial(_lab_code, code, strict_json), LAB_JOB_TIMEOUT, connected)
+            outcome = self._dispatcher.call(partial(_lab_code, code, strict_json), LAB_JOB_TIMEOUT, caller)
             if isinstance(outcome, Deferred):
-                return self._poll_deferred(outcome, connected, LAB_JOB_TIMEOUT)
+                return self._poll_deferred(outcome, caller, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:
             return error_envelope(str(exc))
         return outcome
 
-    def _poll_deferred(self, deferred: Deferred, connected: Callable[[], bool], limit: float) -> Any:
+    def _poll_deferred(self, deferred: Deferred, caller: dispatch.Caller, limit: float) -> Any:
         """Poll a deferred result once per tick (GUI only) for at most `limit` seconds; None when the client left."""
         if not self._gui:  # nothing else polls between jobs: in place, the poll would hold every other client
             raise ToolError(
@@ -102,9 +103,10 @@ class Execution:
                 state="no_interactive_session",
             )
         deadline = time.monotonic() + limit
-        while time.monotonic() < deadline:
-            if not connected():
+        while (now := time.monotonic()) < deadline:
+            if not caller.wanted():
                 return None  # the client left: drop the job, never replay it
+            caller.tend(now)
             time.sleep(DEFERRED_POLL)
             answer = self._dispatcher.call(deferred.poll, LAB_JOB_TIMEOUT)
             if answer is not None:
@@ -112,10 +114,14 @@ class Execution:
         raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")
 
 
-def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool) -> ToolOutcome | Deferred:
-    """Main thread: run the tool, make a change one named undo step, serialise while bpy is safe."""
+def _run_tool(
+    tool: Tool, arguments: dict[str, Any], gui: bool, said: progress.Progress | None
+) -> ToolOutcome | Deferred:
+    """Main thread: run the tool (its progress to `said`), make a change one named undo step, serialise while
+    bpy is safe."""
     try:
-        data = tool.run(arguments)
+        with progress.reporting(said):
+            data = tool.run(arguments)
     except ToolError:
         raise
     except Exception as exc:

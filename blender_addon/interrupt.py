@@ -158,6 +158,15 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise JobInterrupted
 
 
+def checkpoint() -> None:
+    """Raise JobInterrupted if the running job is being stopped. For the bridge's own loops over Blender's C
+    code (a frame range): the signal's one raise may land in a callback Blender calls meanwhile (a render
+    engine's, a handler), where Blender prints it and goes on, so such a loop asks between its steps."""
+    job = _current
+    if job is not None and job.stopping() and threading.get_ident() == _current_thread:
+        raise JobInterrupted
+
+
 def _on_line(code: CodeType, line: int, disable: object = getattr(_MONITORING, "DISABLE", None)) -> object:
     if code.co_filename != AGENT_CODE:
         return disable

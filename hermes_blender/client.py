@@ -133,7 +133,12 @@ def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> 
     that mirror it (the bridge rejects a request whose headers and body disagree). For raw callers: scripts,
     benchmarks, clients in other languages reading this as an example."""
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION, "io.modelcontextprotocol/clientCapabilities": {}}
-    body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": meta}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**params, "_meta": {**params.get("_meta", {}), **meta}},
+    }
     headers = {"Content-Type": "application/json", "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": method}
     if method == "tools/call" and isinstance(params.get("name"), str):
         headers["Mcp-Name"] = params["name"]  # an ASCII tool name; others travel as =?base64?…?=

@@ -30,7 +30,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from . import __version__
-from .bridge_link import BridgeLink
+from .bridge_link import BridgeLink, OnProgress
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .contract.status import describe
@@ -152,6 +152,24 @@ class Links:
             await link.close()
 
 
+def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | None:
+    """When the client asked for progress: each of the bridge's notifications, sent on under the client's token."""
+    token = (params.meta or {}).get("progress_token")
+    if token is None:
+        return None
+
+    async def forward(notification: dict[str, Any]) -> None:
+        await ctx.session.send_progress_notification(
+            token,
+            notification["progress"],
+            notification.get("total"),
+            notification.get("message"),
+            related_request_id=ctx.request_id,
+        )
+
+    return forward
+
+
 def _same_bridge(one: LiveEndpoint, other: LiveEndpoint) -> bool:
     """The same bridge, whichever record named it (`server.json` or its own `servers/<pid>.json`)."""
     return (one.url, one.token, one.pid) == (other.url, other.token, other.pid)
@@ -177,7 +195,8 @@ class StdioBridge:
             endpoint, note = await self._choice.endpoint()
             link = await self._links.link_to(endpoint)
             arguments = {"name": params.name, "arguments": params.arguments or {}}
-            result = types.CallToolResult.model_validate(await link.request("tools/call", arguments))
+            answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
+            result = types.CallToolResult.model_validate(answer)
             if endpoint.pid not in self._checked_pids:
                 self._checked_pids.add(endpoint.pid)
                 if await self._catalogue_changed(link):

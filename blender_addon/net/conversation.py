@@ -44,6 +44,8 @@ class Peer:
     local: Address
     remote: Address
     connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
+    send: Callable[[bytes], int] = field(default=lambda data: len(data), compare=False, repr=False)
+    """Sends what the socket takes now, never waiting (an answer streamed while its request runs)."""
 
     @property
     def port(self) -> int:
@@ -52,7 +54,9 @@ class Peer:
     @classmethod
     def of(cls, sock: socket.socket) -> Peer:
         """The peer of an accepted socket; OSError when it has already left."""
-        return cls(sock.getsockname()[:2], sock.getpeername()[:2], partial(peer_connected, sock))
+        return cls(
+            sock.getsockname()[:2], sock.getpeername()[:2], partial(peer_connected, sock), partial(send_now, sock)
+        )
 
 
 def peer_connected(sock: socket.socket) -> bool:
@@ -67,6 +71,28 @@ def peer_connected(sock: socket.socket) -> bool:
         return False
 
 
+def send_now(sock: socket.socket, data: bytes) -> int:
+    """Send what the socket takes without waiting; how many bytes that was. OSError when the client is gone.
+
+    Called off the connection's own thread while its request runs (nothing else writes then), on a
+    blocking socket (threaded driver) or a non-blocking one (main loop).
+    """
+    if not data:
+        return 0
+    try:
+        # Asked first: Python waits for a socket with a timeout to be writable before it even tries.
+        if not _ready(sock, writing=True):
+            return 0
+        return sock.send(data, _DONTWAIT)  # Windows has no MSG_DONTWAIT: writable there means it takes some
+    except (BlockingIOError, InterruptedError):
+        return 0
+    except ValueError:  # closed under us
+        raise OSError("the connection is closed") from None
+
+
+_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+
+
 def has_unread(sock: socket.socket) -> bool:
     """Whether bytes (or a close) from the client wait unread in the kernel: such a client is not idle.
 
@@ -74,13 +100,19 @@ def has_unread(sock: socket.socket) -> bool:
     read by another thread) Python's `recv` waits up to that timeout even with MSG_DONTWAIT.
     """
     try:
-        if _poll is None:  # Windows: select() takes sockets of any number there
-            return bool(select.select([sock], [], [], 0)[0])
-        poller = _poll()
-        poller.register(sock, select.POLLIN)
-        return bool(poller.poll(0))
+        return _ready(sock, writing=False)
     except (OSError, ValueError):  # closed under us
         return True
+
+
+def _ready(sock: socket.socket, *, writing: bool) -> bool:
+    """Whether `sock` is writable (or readable) now, asked of poll: select() cannot take descriptors past 1023."""
+    if _poll is None:  # Windows: select() takes sockets of any number there
+        readable, writable, _ = select.select([] if writing else [sock], [sock] if writing else [], [], 0)
+        return bool(writable or readable)
+    poller = _poll()
+    poller.register(sock, select.POLLOUT if writing else select.POLLIN)
+    return bool(poller.poll(0))
 
 
 _poll = getattr(select, "poll", None)

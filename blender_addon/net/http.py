@@ -45,6 +45,8 @@ class Request:
     body: bytes
     connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
     """Whether the client is still there, for work that outlives the request's arrival (deferred results)."""
+    send: Callable[[bytes], int] = field(default=lambda data: len(data), compare=False, repr=False)
+    """Sends what the socket takes now, for an answer streamed while the request runs (`event_stream.py`)."""
 
     @property
     def path(self) -> str:
@@ -64,6 +66,8 @@ class Response:
     body: bytes = b""
     headers: list[tuple[str, str]] = field(default_factory=list)
     close: bool = False
+    streamed: bool = False
+    """`body` is the rest of an event stream, framed already (its head may have gone): sent as it is."""
 
     @classmethod
     def text(
@@ -74,6 +78,8 @@ class Response:
 
     def encode(self, method: str = "POST") -> bytes:
         """The answer on the wire; to HEAD without its body (the length stays: RFC 9110 §9.3.2)."""
+        if self.streamed:
+            return self.body
         lines = [f"HTTP/1.1 {self.status} {HTTPStatus(self.status).phrase}"]
         if self.status != 204:
             lines.append(f"Content-Length: {0 if self.status in _NO_BODY else len(self.body)}")
@@ -235,7 +241,8 @@ class HttpConversation:
         body = bytes(buffer[: head.length])
         del buffer[: head.length]
         self._head = None
-        return Request(head.method, head.target, head.version, head.headers, body, self._peer.connected)
+        peer = self._peer
+        return Request(head.method, head.target, head.version, head.headers, body, peer.connected, peer.send)
 
     @staticmethod
     def _truncated() -> None:

@@ -7,10 +7,10 @@ version and client capabilities in `_meta`; `server/discover`) and the 2025 hand
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..dispatch import ANYONE, Caller
 from ..errors import RpcError, UnknownTool
 from ..jsontext import RawJson, dumps
 
@@ -60,8 +60,8 @@ class ToolHost(Protocol):
 
     def list_tools(self) -> list[dict[str, Any]]: ...
 
-    def call_tool(self, name: str, arguments: dict[str, Any], connected: Callable[[], bool]) -> ToolOutcome:
-        """Run a tool and report its outcome; raises UnknownTool for a name not offered."""
+    def call_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> ToolOutcome:
+        """Run a tool for `caller` and report its outcome; raises UnknownTool for a name not offered."""
         ...
 
 
@@ -91,9 +91,7 @@ class McpProtocol:
         }
         return result, version
 
-    def dispatch(
-        self, method: str, params: dict[str, Any], *, modern: bool, connected: Callable[[], bool] = lambda: True
-    ) -> dict[str, Any]:
+    def dispatch(self, method: str, params: dict[str, Any], *, modern: bool, caller: Caller = ANYONE) -> dict[str, Any]:
         if method == "ping":
             return self._finish({}, modern, cached=False)
         if method == "server/discover":
@@ -101,7 +99,7 @@ class McpProtocol:
         if method == "tools/list":
             return self._finish({"tools": self._tools.list_tools()}, modern, cached=True)
         if method == "tools/call":
-            return self._finish(self._call(params, connected), modern, cached=False)
+            return self._finish(self._call(params, caller), modern, cached=False)
         if method == "initialize":
             raise RpcError(INVALID_REQUEST, "initialize belongs to the 2025 handshake; do not mix it with _meta")
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
@@ -114,7 +112,7 @@ class McpProtocol:
             "instructions": self._info.instructions,
         }
 
-    def _call(self, params: dict[str, Any], connected: Callable[[], bool]) -> dict[str, Any]:
+    def _call(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -124,7 +122,7 @@ class McpProtocol:
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
         try:
-            outcome = self._tools.call_tool(name, arguments, connected)
+            outcome = self._tools.call_tool(name, arguments, caller)
         except UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         return outcome.as_result()

@@ -9,12 +9,16 @@ from __future__ import annotations
 import base64
 import json
 import re
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+from ..dispatch import Caller
 from ..errors import RpcError
 from ..jsontext import encode
 from .auth import Token, bearer_matches, host_allowed, origin_allowed
+from .event_stream import EventStream
 from .http import HttpError, Request, Response
 from .mcp import (
     HANDSHAKE_VERSIONS,
@@ -75,6 +79,9 @@ class McpHttpApp:
         self._port = port
         self._sessions = sessions
         self._on_internal_error = on_internal_error
+        self._lock = threading.Lock()
+        self._in_flight: dict[tuple[str, str | int], threading.Event] = {}
+        """Each 2025 session's running requests by id, for `notifications/cancelled`."""
 
     def gate(self, request: Request) -> HttpError | None:
         """Path, Host, Origin and token, decided from the headers alone (before any body is read)."""
@@ -131,6 +138,8 @@ class McpHttpApp:
         if "method" not in message:
             return Response(202)  # a client's response to us; we never ask, so nothing to match
         if "id" not in message:
+            if message["method"] == "notifications/cancelled":
+                self._cancel(request, message.get("params"))
             return Response(202)  # notifications (e.g. notifications/initialized) need no answer
         request_id = message["id"]
         if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
@@ -159,10 +168,9 @@ class McpHttpApp:
             _check_envelope(request, method, params)
             if method in REMOVED_IN_MODERN:
                 raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method} (removed in {MODERN_VERSION})")
-            result = self._protocol.dispatch(method, params, modern=True, connected=request.connected)
         except RpcError as error:
             return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200))
-        return _rpc_result(request_id, result)
+        return self._answer(request, request_id, method, params, None)
 
     def _legacy(self, request: Request, request_id: str | int, method: str, params: dict[str, Any]) -> Response:
         header_version = request.header(VERSION_HEADER)
@@ -179,16 +187,68 @@ class McpHttpApp:
             return _rpc_error(
                 request_id, RpcError(INVALID_REQUEST, "session expired or unknown; initialize again"), 404
             )
+        return self._answer(request, request_id, method, params, session_id)
+
+    def _answer(
+        self, request: Request, request_id: str | int, method: str, params: dict[str, Any], session_id: str | None
+    ) -> Response:
+        """Run the method for a client still there (and, in a 2025 session, not cancelled), as one JSON body,
+        or as an event stream that carries its progress first."""
+        modern = session_id is None
+        cancelled = threading.Event()
+        key = (session_id, request_id) if session_id is not None else None
         try:
-            result = self._protocol.dispatch(method, params, modern=False, connected=request.connected)
+            stream = _stream_for(request, method, params)
+
+            def wanted() -> bool:
+                return not cancelled.is_set() and request.connected()
+
+            caller = Caller(wanted, stream.tend, stream.progress) if stream else Caller(wanted)
+            if key is not None:
+                with self._lock:
+                    self._in_flight[key] = cancelled
+            try:
+                result = self._protocol.dispatch(method, params, modern=modern, caller=caller)
+            finally:
+                if key is not None:
+                    with self._lock:
+                        self._in_flight.pop(key, None)
         except RpcError as error:
-            return _rpc_error(request_id, error, 200)
-        return _rpc_result(request_id, result)
+            return _rpc_error(request_id, error, _MODERN_STATUS.get(error.code, 200) if modern else 200)
+        if stream is None:
+            return _rpc_result(request_id, result)
+        return Response(200, stream.finish({"jsonrpc": "2.0", "id": request_id, "result": result}), streamed=True)
+
+    def _cancel(self, request: Request, params: Any) -> None:
+        """A 2025 client's `notifications/cancelled`: its running request in its session is stopped, if any."""
+        session_id = request.header(SESSION_HEADER)
+        if not isinstance(params, dict) or not session_id or self._sessions.touch(session_id) is None:
+            return  # nothing it may name: a cancel is never an error (the request may have just ended)
+        request_id = params.get("requestId")
+        if isinstance(request_id, bool) or not isinstance(request_id, (str, int)):
+            return
+        with self._lock:
+            cancelled = self._in_flight.get((session_id, request_id))
+        if cancelled is not None:
+            cancelled.set()
 
 
 REMOVED_IN_MODERN = frozenset({"initialize", "ping"})
 NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Methods whose named parameter a client mirrors in the Mcp-Name header."""
+
+
+def _stream_for(request: Request, method: str, params: dict[str, Any]) -> EventStream | None:
+    """The event stream a tool call asked for with `_meta.progressToken`, if its client reads event streams."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if token is None or method != "tools/call":
+        return None
+    if isinstance(token, bool) or not isinstance(token, (str, int)):
+        raise RpcError(INVALID_PARAMS, "params._meta.progressToken must be a string or an integer")
+    if "text/event-stream" not in (request.header("accept") or "").lower():
+        return None  # it cannot read one: the answer stays one JSON body, without progress
+    return EventStream(token, time.monotonic(), request.send)
 
 
 def _is_modern(request: Request, params: dict[str, Any], method: str) -> bool:

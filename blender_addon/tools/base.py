@@ -43,6 +43,8 @@ class Tool:
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
     runs_code: bool = False
     """Executes agent-written Python: refused while the preference switches code execution off."""
+    time_limit: float | None = None
+    """Seconds one call may run, for a tool whose work is longer than the bridge's job timeout (a frame range)."""
 
     @property
     def mutating(self) -> bool:

@@ -66,6 +66,8 @@ EXECUTE_BLENDER_CODE = Tool(
         "Run Python inside Blender (bpy is imported) and return the dict assigned to `result`, plus printed output "
         f"(the last {OUTPUT_BUDGET} characters of each stream; output_cut says when more was printed). "
         "Errors come back as tool errors with the traceback. In the interactive Blender each call is one undo step. "
+        "Long work may call progress(fraction, message), e.g. progress(0.4, 'baking'): a client that asked for "
+        "progress hears it. "
         "This is not a sandbox: the code can do anything the user can. Read the scene first; change little at a time."
     ),
     run=run_code,

@@ -23,6 +23,7 @@ import bpy
 from ..errors import JobInterrupted
 from ..interrupt import AGENT_CODE
 from ..jsontext import RawJson, dumps
+from ..progress import report
 
 BLOCKED_OPERATORS = frozenset(
     {
@@ -46,8 +47,9 @@ class Deferred:
 
 
 def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envelope | Deferred:
-    """Run `code` in a fresh namespace seeded with `result = {}`; return the Lab envelope."""
-    namespace: dict[str, Any] = {"__name__": "__blender_bridge__", "result": {}}
+    """Run `code` in a fresh namespace seeded with `result = {}` and `progress(fraction, message)` (heard by a
+    client that asked for progress); return the Lab envelope."""
+    namespace: dict[str, Any] = {"__name__": "__blender_bridge__", "result": {}, "progress": report}
     if preload_bpy:
         namespace["bpy"] = bpy
     captured = _Capture()

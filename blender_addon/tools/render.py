@@ -14,6 +14,7 @@ from typing import Any
 
 import bpy
 
+from .. import interrupt, progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments, shallow
 from .python_exec import Deferred
@@ -125,6 +126,107 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return Deferred(poll)
 
 
+MAX_FRAMES = 10_000
+FRAMES_TIME_LIMIT = 3600.0
+"""Seconds a frame range may render: longer than the bridge's job timeout, which is sized for one call."""
+FRAMES_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "output_folder": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": FILE_MAX - 16,
+            "description": "Absolute path of an existing folder; each frame is written there as frame_0001.png etc.",
+        },
+        "frame_start": {"type": "integer", "description": "First frame (default: the scene's start)."},
+        "frame_end": {"type": "integer", "description": "Last frame, included (default: the scene's end)."},
+        "frame_step": {"type": "integer", "minimum": 1, "default": 1, "description": "Render every n-th frame."},
+        "overwrite": {
+            "type": "boolean",
+            "default": False,
+            "description": "Replace frames already in the folder (never a symlink or anything but a regular file).",
+        },
+    },
+    "required": ["output_folder"],
+    "additionalProperties": False,
+}
+
+
+def render_frames(arguments: dict[str, Any]) -> dict[str, Any]:
+    """Each frame of a range, in place, with the scene's engine and settings, to a folder of PNGs.
+
+    Every name is checked before the first frame renders, so a refusal writes nothing; each frame is
+    written as the other renders are (a private scratch file renamed onto the checked name). Progress
+    is told after each frame; a cancel stops the range between frames (Blender's own render of one
+    frame cannot be stopped from Python), and the frames written by then stay.
+    """
+    scene = bpy.context.scene
+    start = arguments.get("frame_start", scene.frame_start)
+    end = arguments.get("frame_end", scene.frame_end)
+    frames = range(start, end + 1, arguments.get("frame_step", 1))
+    if not frames:
+        raise ToolError(
+            f"frame_end ({end}) is before frame_start ({start}); nothing was rendered.", state="invalid_arguments"
+        )
+    if len(frames) > MAX_FRAMES:
+        raise ToolError(
+            f"{len(frames)} frames is more than {MAX_FRAMES} in one call; render the range in parts.",
+            state="invalid_arguments",
+        )
+    folder = _output_folder(arguments["output_folder"])
+    overwrite = arguments.get("overwrite", False)
+    paths = [_checked_path(str(folder / f"frame_{frame:04d}.png"), overwrite) for frame in frames]
+    current = scene.frame_current
+    changes = {"render.filepath": scene.render.filepath, "render.image_settings.file_format": "PNG"}
+    saved = _apply(scene, {**changes, "render.use_file_extension": True})  # the path, set per frame, restored too
+    started = time.monotonic()
+    try:
+        for done, (frame, path) in enumerate(zip(frames, paths, strict=True), start=1):
+            scene.frame_set(frame)
+            target = _Target(path, overwrite)
+            try:
+                scene.render.filepath = str(target.scratch)
+                _render()
+                interrupt.checkpoint()  # stopped while it rendered: this frame may be cut short, so it is not kept
+                placed = target.place()
+            finally:
+                target.discard()
+            if not placed:
+                raise ToolError(
+                    f"Blender rendered frame {frame} but wrote no file; nothing after it was rendered.",
+                    state="tool_failed",
+                )
+            progress.report(done / len(frames), f"frame {frame} ({done} of {len(frames)})")
+    finally:
+        _restore(scene, saved)
+        scene.frame_set(current)
+    render = scene.render
+    percent = render.resolution_percentage / 100
+    return {
+        "status": "ok",
+        "folder": str(folder),
+        "first": str(paths[0]),
+        "last": str(paths[-1]),
+        "count": len(paths),
+        "width": round(render.resolution_x * percent),
+        "height": round(render.resolution_y * percent),
+        "engine": render.engine,
+        "seconds": round(time.monotonic() - started, 3),
+    }
+
+
+def _output_folder(raw: str) -> Path:
+    """An existing folder, given absolutely; the names in it are checked one by one (`_output_path`)."""
+    if "\0" in raw:
+        raise ToolError(f"output_folder contains a NUL byte: {raw[:200]!r}.", state="invalid_path")
+    folder = Path(os.path.expanduser(bpy.path.abspath(raw)))
+    if not folder.is_absolute():
+        raise ToolError(f"output_folder must be absolute: {raw[:200]!r}.", state="invalid_path")
+    if not folder.is_dir():
+        raise ToolError(f"The folder {folder} does not exist.", state="invalid_path")
+    return folder
+
+
 def _render(*how: str) -> None:
     """Start a render (in place, or INVOKE_DEFAULT); Blender's own reason when it refuses (e.g. no camera)."""
     try:
@@ -183,6 +285,11 @@ class _Target:
 
 
 def _output_path(raw: str, overwrite: bool) -> _Target:
+    """Where a render of the file named `raw` goes (`_checked_path`)."""
+    return _Target(_checked_path(raw, overwrite), overwrite)
+
+
+def _checked_path(raw: str, overwrite: bool) -> Path:
     """The file a render will write, exactly.
 
     Refused: NUL bytes and lone surrogates (Blender would write elsewhere), paths as long as its
@@ -213,7 +320,7 @@ def _output_path(raw: str, overwrite: bool) -> _Target:
             raise ToolError(
                 f"{path} exists; pass overwrite: true to replace it.", state="file_exists", filepath=str(path)
             )
-    return _Target(path, overwrite)
+    return path
 
 
 def _invalid(raw: str, why: str) -> ToolError:
@@ -296,5 +403,28 @@ RENDER_TOOLS = (
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
+    ),
+    Tool(
+        "render_frames_to_folder",
+        "Render a frame range",
+        "Render frames frame_start..frame_end (default: the scene's range) with the scene's engine and settings "
+        "to output_folder as frame_0001.png etc. Every name is checked before the first frame, so a refusal "
+        "writes nothing. A client that asked for progress hears it after each frame; cancelling stops the range "
+        "between frames, and the frames written by then stay. The interface is held while it renders.",
+        render_frames,
+        input_schema=FRAMES_SCHEMA,
+        output_schema=shallow(
+            status="string",
+            folder="string",
+            first="string",
+            last="string",
+            count="integer",
+            width="integer",
+            height="integer",
+            engine="string",
+            seconds="number",
+        ),
+        annotations=dict(MUTATING),
+        time_limit=FRAMES_TIME_LIMIT,
     ),
 )

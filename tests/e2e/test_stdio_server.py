@@ -174,3 +174,24 @@ def test_a_cancelled_call_stops_the_script_in_blender_and_the_session_goes_on(tm
         assert not after.is_error and after.structured_content["scene_name"] == "Scene"
         assert not finished.exists()  # stopped where it waited: the next call did not wait for it to end
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_progress_from_blender_reaches_the_client_through_the_relay(tmp_path: Path, mode: str) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+    code = "import time\nfor part in range(1, 4):\n    time.sleep(0.4)\n    progress(part / 3, f'part {part}')\nresult = {}"
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async def body(client: Client) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code}, progress_callback=note)
+
+    with HeadlessBlender(runtime_file):
+        result, _ = _session(runtime_file, body, mode)
+    assert not result.is_error and result.structured_content["result"] == {}
+    words = {message for _, _, message in heard if not (message or "").startswith("running for")}
+    assert words and words <= {"part 1", "part 2", "part 3"}
+    progress = [p for p, _, _ in heard]
+    assert progress == sorted(set(progress))

@@ -1,0 +1,152 @@
+"""Long work in a real Blender, through the official client: progress while it runs, and a cancel that stops it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from hermes_blender.client import BridgeClient, modern_request
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.headless import HeadlessBlender
+
+pytestmark = pytest.mark.timeout(240)
+MODES = ["legacy", "2026-07-28"]
+SMALL = (
+    "import bpy\nscene = bpy.context.scene\nscene.render.resolution_x, scene.render.resolution_y = 64, 48\n"
+    "scene.render.engine, scene.cycles.device, scene.cycles.samples = 'CYCLES', 'CPU', 1\n"
+)
+"""A frame in a fraction of a second, on the CPU (the frames are what is tested, not the picture)."""
+
+
+def _client(blender: HeadlessBlender, mode: str) -> BridgeClient:
+    return BridgeClient(RuntimeFileSpec(path=str(blender.runtime_file)), mode=mode)  # type: ignore[arg-type]
+
+
+async def _call_hearing(
+    blender: HeadlessBlender, mode: str, name: str, arguments: dict[str, Any]
+) -> tuple[Any, list[tuple[float, float | None, str | None]]]:
+    heard: list[tuple[float, float | None, str | None]] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        heard.append((progress, total, message))
+
+    async with _client(blender, mode).session() as client:
+        result = await client.call_tool(name, arguments, progress_callback=note)
+    return result, heard
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_official_client_hears_a_scripts_progress_before_its_result(blender: HeadlessBlender, mode: str) -> None:
+    code = (
+        "import time\nfor part in range(1, 4):\n    time.sleep(0.4)\n    progress(part / 3, f'part {part}')\n"
+        "result = {'parts': 3}"
+    )
+    result, heard = asyncio.run(_call_hearing(blender, mode, "execute_blender_code", {"code": code}))
+    assert not result.is_error and result.structured_content["result"] == {"parts": 3}
+    assert heard, "no progress was heard while the script ran"
+    progress = [p for p, _, _ in heard]
+    assert progress == sorted(set(progress))
+    words = [(p, total, message) for p, total, message in heard if not (message or "").startswith("running for")]
+    assert words and {message for _, _, message in words} <= {"part 1", "part 2", "part 3"}
+    assert all(total is not None and total >= p for p, total, _ in words)  # a script that says how far it is
+
+
+def test_a_progress_beyond_one_is_a_clear_error_in_the_scripts_answer_and_the_bridge_serves_on(
+    blender: HeadlessBlender,
+) -> None:
+    result, _ = asyncio.run(_call_hearing(blender, "2026-07-28", "execute_blender_code", {"code": "progress(2)"}))
+    assert "progress takes a fraction from 0 to 1, not 2" in json.loads(result.content[0].text)["error"]
+    result, _ = asyncio.run(_call_hearing(blender, "2026-07-28", "get_objects_summary", {}))
+    assert not result.is_error
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_frame_range_renders_to_its_folder_with_progress_after_each_frame(
+    blender: HeadlessBlender, mode: str, tmp_path: Path
+) -> None:
+    asyncio.run(_client(blender, mode).call_tool("execute_blender_code", {"code": SMALL}))
+    arguments = {"output_folder": str(tmp_path), "frame_start": 3, "frame_end": 7, "frame_step": 2}
+    result, heard = asyncio.run(_call_hearing(blender, mode, "render_frames_to_folder", arguments))
+    assert not result.is_error, result.content
+    assert result.structured_content["count"] == 3
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["frame_0003.png", "frame_0005.png", "frame_0007.png"]
+    assert all(path.read_bytes().startswith(b"\x89PNG") for path in tmp_path.iterdir())
+    frames = [message for _, _, message in heard if message and message.startswith("frame ")]
+    assert frames and set(frames) <= {"frame 3 (1 of 3)", "frame 5 (2 of 3)", "frame 7 (3 of 3)"}
+    again = asyncio.run(_client(blender, mode).call_tool("render_frames_to_folder", arguments))
+    assert again.is_error and again.data()["state"] == "file_exists"  # checked before any frame: nothing replaced
+
+
+def _frames_script(folder: Path, frames: int) -> str:
+    return SMALL + f"scene.frame_start, scene.frame_end = 1, {frames}\nresult = {{'folder': {str(folder)!r}}}"
+
+
+def test_a_cancel_from_the_official_client_stops_a_frame_range_between_frames(
+    own_blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    """2026-07-28: the SDK cancels by closing the request's stream; the range stops after the frame it is on."""
+    folder = tmp_path / "frames"
+    folder.mkdir()
+
+    async def body() -> Any:
+        async with _client(own_blender, "2026-07-28").session() as client:
+            await client.call_tool("execute_blender_code", {"code": _frames_script(folder, 400)})
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call_tool, "render_frames_to_folder", {"output_folder": str(folder)})
+                while len(list(folder.iterdir())) < 2:
+                    await anyio.sleep(0.01)
+                tasks.cancel_scope.cancel()
+            return await client.call_tool(
+                "execute_blender_code", {"code": "import bpy\nresult = {'frame': bpy.context.scene.frame_current}"}
+            )
+
+    after = asyncio.run(body())
+    written = len(list(folder.iterdir()))
+    assert after.structured_content["result"] == {"frame": 1}  # the scene's frame is put back
+    assert 2 <= written < 400
+    time.sleep(1.0)
+    assert len(list(folder.iterdir())) == written  # nothing renders on after the cancel
+
+
+def test_a_stream_closed_mid_range_stops_blenders_render(own_blender: HeadlessBlender, tmp_path: Path) -> None:
+    """Raw HTTP: the client reads the event stream's first progress, then closes it."""
+    folder = tmp_path / "frames"
+    folder.mkdir()
+    asyncio.run(
+        _client(own_blender, "2026-07-28").call_tool("execute_blender_code", {"code": _frames_script(folder, 400)})
+    )
+    record = json.loads(own_blender.runtime_file.read_text())
+    params = {
+        "name": "render_frames_to_folder",
+        "arguments": {"output_folder": str(folder)},
+        "_meta": {"progressToken": "r"},
+    }
+    body, headers = modern_request("tools/call", params)
+    port = int(record["http"].rsplit(":", 1)[1].split("/")[0])
+    head = "".join(
+        f"{key}: {value}\r\n" for key, value in {**headers, "Accept": "application/json, text/event-stream"}.items()
+    )
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {record['token']}\r\n{head}"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        seen = b""
+        while b"frame 1 (1 of 400)" not in seen:
+            seen += sock.recv(65536)
+        assert seen.startswith(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream")
+    closed = len(list(folder.iterdir()))
+    after = asyncio.run(_client(own_blender, "2026-07-28").call_tool("get_objects_summary"))
+    assert not after.is_error
+    stopped = len(list(folder.iterdir()))
+    assert stopped - closed <= 1  # the frame being rendered when the stream closed, at most
+    time.sleep(1.0)
+    assert len(list(folder.iterdir())) == stopped
