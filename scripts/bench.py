@@ -38,6 +38,16 @@ from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 
 SUMMARY, SUMMARY_HEADERS = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
+STREAMED, STREAMED_HEADERS = modern_request(
+    "tools/call", {"name": "get_objects_summary", "arguments": {}, "_meta": {"progressToken": "bench"}}
+)
+STREAMED_HEADERS["Accept"] = "application/json, text/event-stream"
+FRAMES_SCENE = (
+    "import bpy\nscene = bpy.context.scene\nscene.render.resolution_x, scene.render.resolution_y = 64, 48\n"
+    "scene.render.engine, scene.cycles.device, scene.cycles.samples = 'CYCLES', 'CPU', 1\n"
+    "scene.frame_start, scene.frame_end = 1, 1000\nresult = {}"
+)
+"""Frames of a fraction of a second each on the CPU, for the render-cancel row."""
 DISCOVER = modern_request("server/discover", {})
 
 
@@ -249,6 +259,40 @@ def cancel_to_stop(port: int, headers: dict[str, str], runs: int) -> dict[str, f
         link.post("/mcp", *DISCOVER)
         samples.append(time.perf_counter() - hung_up)
     return percentiles(samples)
+
+
+def cancel_render_to_stop(port: int, headers: dict[str, str], runs: int) -> dict[str, float]:
+    """From a client closing a frame range's event stream (after its first frame) to the next request's answer:
+    the range must have stopped for that answer to come. It stops between frames, so this includes the rest
+    of the frame being rendered when the stream closed (`frame_p50`: one frame's time, from the progress)."""
+    link = KeepAlive(port, headers)
+    body, extra = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": FRAMES_SCENE}})
+    link.post("/mcp", body, extra)
+    samples, frames = [], []
+    for _ in range(runs):
+        folder = tempfile.mkdtemp(prefix="hermes-bench-frames-")
+        params = {
+            "name": "render_frames_to_folder",
+            "arguments": {"output_folder": folder},
+            "_meta": {"progressToken": 1},
+        }
+        body, extra = modern_request("tools/call", params)
+        extra["Accept"] = "application/json, text/event-stream"
+        head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, **extra, "Content-Length": str(len(body))}.items())
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as leaving:
+            leaving.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode() + body)
+            seen = b""
+            while b"(2 of 1000)" not in seen:
+                seen += leaving.recv(65536)
+            progress = [json.loads(line[6:])["params"] for line in seen.split(b"\n") if line.startswith(b"data: ")]
+        closed = time.perf_counter()
+        link.post("/mcp", *DISCOVER)
+        samples.append(time.perf_counter() - closed)
+        if len(progress) >= 2:  # frames 1 and 2 ended this far apart (seconds, as the samples)
+            frames.append(progress[-1]["progress"] - progress[-2]["progress"])
+    stats = percentiles(samples)
+    stats["frame_p50"] = percentiles(frames)["p50"] if frames else float("nan")
+    return stats
 
 
 def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> dict[str, float]:
@@ -689,6 +733,12 @@ def main(argv: list[str] | None = None) -> int:
             measure("Lab execute (object names)", tcp, lambda: lab_execute(lab_port, summary_code))
             link = KeepAlive(port, headers)
             measure("MCP tools/call get_objects_summary, keep-alive HTTP", http, lambda: link.post("/mcp", SUMMARY))
+            # The same call asking for progress: answered as an event stream (a small call hears no progress).
+            measure(
+                "MCP tools/call get_objects_summary with a progressToken (event stream), keep-alive HTTP",
+                http,
+                lambda: link.post("/mcp", STREAMED, STREAMED_HEADERS),
+            )
             # The same transport and envelope without a tool: what HTTP, auth and JSON-RPC cost apart from bpy.
             measure("MCP server/discover (no tool), keep-alive HTTP", http, lambda: link.post("/mcp", *DISCOVER))
             latency["MCP get_objects_summary, official client, 2026-07-28"] = official_client_calls(
@@ -702,6 +752,9 @@ def main(argv: list[str] | None = None) -> int:
             latency[STDIO_ROW] = stdio_beside_direct(runtime_file, n // 4)
             latency["cancel: a client hangs up on a running script -> the next answer"] = cancel_to_stop(
                 port, headers, 5 if args.quick else 20
+            )
+            latency["cancel: a frame range's stream closed -> the next answer (frame_p50: one frame)"] = (
+                cancel_render_to_stop(port, headers, 5 if args.quick else 20)
             )
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
@@ -761,7 +814,8 @@ def render(report: dict[str, Any]) -> str:
     lines.append(f"{'path':<{width}} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8} {'x floor':>8}")
     for name, s in report["latency"].items():
         ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
-        lines.append(f"{name:<{width}} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}")
+        frame = f"  (one frame {s['frame_p50']:.0f} ms)" if "frame_p50" in s else ""
+        lines.append(f"{name:<{width}} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}{frame}")
     lines += ["", f"{'throughput (get_objects_summary, keep-alive HTTP)':<64} {'calls/s':>8} {'errors':>8}"]
     for t in report["throughput"]:
         lines.append(

@@ -1,0 +1,65 @@
+"""A frame range in a real interactive Blender: progress after each frame, and a cancel that stops it."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from hermes_blender.client import BridgeClient
+from tests.gui.harness import GuiBlender
+
+PNG = b"\x89PNG\r\n\x1a\n"
+SMALL = (
+    "scene = bpy.context.scene\nscene.render.resolution_x, scene.render.resolution_y = 64, 48\n"
+    "scene.render.engine, scene.cycles.device, scene.cycles.samples = 'CYCLES', 'CPU', 1\n"
+    "scene.frame_current = 1\n"
+)
+"""A frame in a fraction of a second on the CPU (the frames are what is tested, not the picture)."""
+
+
+def test_a_frame_range_in_the_interactive_blender_reports_each_frame_and_a_cancel_stops_it(
+    gui: GuiBlender, tmp_path: Path
+) -> None:
+    gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 4")
+    heard: list[str | None] = []
+
+    async def note(progress: float, total: float | None, message: str | None) -> None:
+        heard.append(message)
+
+    async def render(folder: Path) -> Any:
+        async with BridgeClient(gui.spec, timeout=120.0).session() as client:
+            return await client.call_tool(
+                "render_frames_to_folder", {"output_folder": str(folder)}, progress_callback=note
+            )
+
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    result = asyncio.run(render(whole))
+    assert not result.is_error, result.content
+    assert sorted(p.name for p in whole.iterdir()) == [f"frame_000{n}.png" for n in range(1, 5)]
+    assert all(p.read_bytes().startswith(PNG) for p in whole.iterdir())
+    assert {m for m in heard if m and m.startswith("frame ")} <= {f"frame {n} ({n} of 4)" for n in range(1, 5)}
+    assert any(m and m.startswith("frame ") for m in heard)
+
+    gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 400")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+
+    async def cancelled() -> None:
+        async with BridgeClient(gui.spec, mode="2026-07-28", timeout=120.0).session() as client:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call_tool, "render_frames_to_folder", {"output_folder": str(cut)})
+                while len(list(cut.iterdir())) < 2:
+                    await anyio.sleep(0.01)
+                tasks.cancel_scope.cancel()
+
+    asyncio.run(cancelled())
+    assert not gui.call("get_objects_summary").is_error  # answered: the main thread is free again
+    written = len(list(cut.iterdir()))
+    assert 2 <= written < 400
+    assert gui.probe("result = bpy.context.scene.frame_current") == 1  # the scene's frame is put back
+    gui.screenshot("gui-after-cancelled-frame-range")
+    assert len(list(cut.iterdir())) == written  # nothing rendered on after the cancel
