@@ -15,6 +15,7 @@ every line of the job's code, so a bare `except` cannot keep it).
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 import math
 import queue
@@ -245,6 +246,11 @@ class Dispatcher(abc.ABC):
                 ) from None
             raise _ran_too_long(timeout) from None
 
+    @abc.abstractmethod
+    def start_background(self, step: Callable[[], bool]) -> None:
+        """Run `step()` on the main thread between the jobs of requests, again while it returns True (a task's
+        frames, one per step): requests are served between two steps. It never raises on purpose."""
+
     def stop_requested(self) -> bool:
         return self._stop.is_set() or (self._stop_when_idle and self._running is None)
 
@@ -312,6 +318,17 @@ class QueuedDispatcher(Dispatcher):
         self._queue.put(job)
         return job
 
+    def start_background(self, step: Callable[[], bool]) -> None:
+        """Each step is queued behind the jobs already waiting, so a request waits at most one step."""
+        if self._closed:
+            raise BridgeStopped("the bridge is stopping; the task was not started")
+
+        def again() -> None:
+            if step() and not self._closed:
+                self._queue.put(Job(again))
+
+        self._queue.put(Job(again))
+
     def pending(self) -> bool:
         return not self._queue.empty()
 
@@ -368,6 +385,7 @@ class InPlaceDispatcher(Dispatcher):
     def __init__(self) -> None:
         super().__init__()
         self._serving_thread: int | None = None
+        self._background: collections.deque[Callable[[], bool]] = collections.deque()
 
     def call(self, fn: Callable[[], Any], timeout: float, caller: Caller = ANYONE) -> Any:
         if self._serving_thread != threading.get_ident():
@@ -377,6 +395,27 @@ class InPlaceDispatcher(Dispatcher):
         job = Job(fn, time.monotonic() + timeout, caller)
         self._run(job)
         return self._answer(job, 0.0, timeout)
+
+    def start_background(self, step: Callable[[], bool]) -> None:
+        if self._closed:
+            raise BridgeStopped("the bridge is stopping; the task was not started")
+        self._background.append(step)
+
+    def background_step(self) -> bool:
+        """One step of the background work, in place (the main loop calls this once per turn, after the turn's
+        requests); whether any work remains. A step is watched as a job is, for a stop."""
+        if not self._background or self._closed:
+            return False
+        step = self._background.popleft()
+        job = Job(step)
+        self._run(job)
+        try:
+            again = job.wait(0.0)
+        except BaseException:  # the step was interrupted (the bridge is stopping); it said so in its own state
+            again = False
+        if again and not self._closed:
+            self._background.append(step)
+        return bool(self._background)
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:

@@ -18,7 +18,7 @@ from . import dispatch, log, progress
 from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
-from .tools import CATALOGUE, Image, Tool, scene_index
+from .tools import CATALOGUE, Image, Tool, frame_tasks, scene_index
 from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
 
@@ -44,6 +44,7 @@ class Execution:
         """Interactive: a change is one undo step, and deferred results are polled between ticks."""
         self._allow_code = allow_code
         self._job_timeout = job_timeout
+        frame_tasks.use(dispatcher.start_background)
 
     # ToolHost (MCP) ---------------------------------------------------------------------------
 

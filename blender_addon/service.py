@@ -176,7 +176,7 @@ class Bridge:
             assert self._loop is not None
             dispatcher.on_stop(self._loop.wake)
             with dispatcher.serving():
-                self._loop.run(dispatcher.stop_requested)
+                self._loop.run(dispatcher.stop_requested, dispatcher.background_step)
         elif self._config.mode is Mode.EMBEDDED:
             assert isinstance(dispatcher, dispatch.QueuedDispatcher)
             dispatcher.pump_until_stopped()

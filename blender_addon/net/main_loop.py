@@ -85,6 +85,8 @@ class MainLoop:
         self._known = selectors.DefaultSelector()
         """The trusted connections waiting to read: looked at before each piece of work for a stranger."""
         self._closed = False
+        self._background = False
+        """Background work remains: the next turn looks at the sockets without waiting."""
 
     def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
         sock = bind_loopback(host, port, backlog=BACKLOG)
@@ -106,8 +108,9 @@ class MainLoop:
         except OSError:  # already woken (buffer full) or closed
             pass
 
-    def run(self, stop_requested: Callable[[], bool]) -> None:
-        """Serve by turns until `stop_requested()` is true; call `wake` after making it true."""
+    def run(self, stop_requested: Callable[[], bool], background: Callable[[], bool] | None = None) -> None:
+        """Serve by turns until `stop_requested()` is true; call `wake` after making it true. After each turn's
+        requests, one step of `background` work (a task's frame) runs; it says whether more remains."""
         while not stop_requested():
             events = self._selector.select(self._timeout())
             began = time.monotonic()
@@ -134,6 +137,7 @@ class MainLoop:
             for listening in accepting:
                 self._accept(listening)
             self._expire(began)
+            self._background = background() if background is not None else False
 
     def close(self) -> None:
         """Close every socket. Idempotent; an answer still in a buffer gets one last chance to go."""
@@ -151,7 +155,7 @@ class MainLoop:
         self._wake_w.close()
 
     def _timeout(self) -> float | None:
-        if self._ready:
+        if self._ready or self._background:
             return 0.0
         wait = min(self._nearest() - time.monotonic(), LONGEST_WAIT)
         return None if wait == math.inf else max(0.0, wait)

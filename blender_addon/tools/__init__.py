@@ -8,6 +8,8 @@ from __future__ import annotations
 from .base import Image, Tool
 from .blendfile import BLENDFILE_TOOLS
 from .code import EXECUTE_BLENDER_CODE
+from .frame_tasks import FRAME_TASK_TOOLS
+from .frames import RENDER_FRAMES
 from .render import RENDER_TOOLS
 from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
 from .screen import SCREEN_TOOLS
@@ -21,6 +23,8 @@ CATALOGUE: dict[str, Tool] = {
         EXECUTE_BLENDER_CODE,
         *SCREEN_TOOLS,
         *RENDER_TOOLS,
+        RENDER_FRAMES,
+        *FRAME_TASK_TOOLS,
     )
 }
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import bpy
 
-from .. import interrupt, progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments, shallow
 from .python_exec import Deferred
@@ -40,7 +39,7 @@ PATH_SCHEMA = arguments(
 
 def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
-    target = _output_path(arguments["output_path"], arguments.get("overwrite", False))
+    target = output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     changes: dict[str, Any] = {
         "render.filepath": str(target.scratch),
@@ -49,11 +48,11 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     }
     if bpy.app.background:
         changes["render.engine"] = "BLENDER_WORKBENCH"
-    saved = _apply(scene, changes)
+    saved = apply_settings(scene, changes)
     started = time.monotonic()
     try:
         if bpy.app.background:
-            _render()
+            render_still()
         else:
             window = bpy.context.window or bpy.context.window_manager.windows[0]
             area = next((a for a in window.screen.areas if a.type == "VIEW_3D"), None)
@@ -64,7 +63,7 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
                 bpy.ops.render.opengl(write_still=True)
         return _result(scene, target, started, responsive=False)
     finally:
-        _restore(scene, saved)
+        restore_settings(scene, saved)
         target.discard()
 
 
@@ -75,7 +74,7 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     interface and other calls go on meanwhile), with Blender's render window suppressed. EEVEE and
     Workbench hold the event loop whichever way they are started, so they render in place.
     """
-    target = _output_path(arguments["output_path"], arguments.get("overwrite", False))
+    target = output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
     render = scene.render
     scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
@@ -92,25 +91,25 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
         changes["cycles.samples"] = min(scene.cycles.samples, THUMBNAIL_SAMPLES)
         if scene.cycles.use_denoising and not scene.cycles.denoiser:
             changes["cycles.use_denoising"] = False  # this build has no denoiser: Blender would write nothing
-    saved = _apply(scene, changes)
+    saved = apply_settings(scene, changes)
     started = time.monotonic()
     if bpy.app.background or not cycles:
         try:
-            _render()
+            render_still()
             return _result(scene, target, started, responsive=False)
         finally:
-            _restore(scene, saved)
+            restore_settings(scene, saved)
             target.discard()
     preferences = bpy.context.preferences
-    shown = _apply(preferences, {"view.render_display_type": "NONE"})  # no "Blender Render" window left behind
+    shown = apply_settings(preferences, {"view.render_display_type": "NONE"})  # no "Blender Render" window left behind
 
     def restore() -> None:
-        _restore(scene, saved)
-        _restore(preferences, shown)
+        restore_settings(scene, saved)
+        restore_settings(preferences, shown)
         target.discard()
 
     try:
-        _render("INVOKE_DEFAULT")
+        render_still("INVOKE_DEFAULT")
     except BaseException:  # the render never started: nothing will poll, so restore now
         restore()
         raise
@@ -126,109 +125,9 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return Deferred(poll)
 
 
-MAX_FRAMES = 10_000
-FRAMES_TIME_LIMIT = 3600.0
-"""Seconds a frame range may render: longer than the bridge's job timeout, which is sized for one call."""
-FRAMES_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "output_folder": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": FILE_MAX - 16,
-            "description": "Absolute path of an existing folder; each frame is written there as frame_0001.png etc.",
-        },
-        "frame_start": {"type": "integer", "description": "First frame (default: the scene's start)."},
-        "frame_end": {"type": "integer", "description": "Last frame, included (default: the scene's end)."},
-        "frame_step": {"type": "integer", "minimum": 1, "default": 1, "description": "Render every n-th frame."},
-        "overwrite": {
-            "type": "boolean",
-            "default": False,
-            "description": "Replace frames already in the folder (never a symlink or anything but a regular file).",
-        },
-    },
-    "required": ["output_folder"],
-    "additionalProperties": False,
-}
-
-
-def render_frames(arguments: dict[str, Any]) -> dict[str, Any]:
-    """Each frame of a range, in place, with the scene's engine and settings, to a folder of PNGs.
-
-    Every name is checked before the first frame renders, so a refusal writes nothing; each frame is
-    written as the other renders are (a private scratch file renamed onto the checked name). Progress
-    is told after each frame; a cancel stops the range between frames (Blender's own render of one
-    frame cannot be stopped from Python), and the frames written by then stay.
-    """
-    scene = bpy.context.scene
-    start = arguments.get("frame_start", scene.frame_start)
-    end = arguments.get("frame_end", scene.frame_end)
-    frames = range(start, end + 1, arguments.get("frame_step", 1))
-    if not frames:
-        raise ToolError(
-            f"frame_end ({end}) is before frame_start ({start}); nothing was rendered.", state="invalid_arguments"
-        )
-    if len(frames) > MAX_FRAMES:
-        raise ToolError(
-            f"{len(frames)} frames is more than {MAX_FRAMES} in one call; render the range in parts.",
-            state="invalid_arguments",
-        )
-    folder = _output_folder(arguments["output_folder"])
-    overwrite = arguments.get("overwrite", False)
-    paths = [_checked_path(str(folder / f"frame_{frame:04d}.png"), overwrite) for frame in frames]
-    current = scene.frame_current
-    changes = {"render.filepath": scene.render.filepath, "render.image_settings.file_format": "PNG"}
-    saved = _apply(scene, {**changes, "render.use_file_extension": True})  # the path, set per frame, restored too
-    started = time.monotonic()
-    try:
-        for done, (frame, path) in enumerate(zip(frames, paths, strict=True), start=1):
-            scene.frame_set(frame)
-            target = _Target(path, overwrite)
-            try:
-                scene.render.filepath = str(target.scratch)
-                _render()
-                interrupt.checkpoint()  # stopped while it rendered: this frame may be cut short, so it is not kept
-                placed = target.place()
-            finally:
-                target.discard()
-            if not placed:
-                raise ToolError(
-                    f"Blender rendered frame {frame} but wrote no file; nothing after it was rendered.",
-                    state="tool_failed",
-                )
-            progress.report(done / len(frames), f"frame {frame} ({done} of {len(frames)})")
-    finally:
-        _restore(scene, saved)
-        scene.frame_set(current)
-    render = scene.render
-    percent = render.resolution_percentage / 100
-    return {
-        "status": "ok",
-        "folder": str(folder),
-        "first": str(paths[0]),
-        "last": str(paths[-1]),
-        "count": len(paths),
-        "width": round(render.resolution_x * percent),
-        "height": round(render.resolution_y * percent),
-        "engine": render.engine,
-        "seconds": round(time.monotonic() - started, 3),
-    }
-
-
-def _output_folder(raw: str) -> Path:
-    """An existing folder, given absolutely; the names in it are checked one by one (`_output_path`)."""
-    if "\0" in raw:
-        raise ToolError(f"output_folder contains a NUL byte: {raw[:200]!r}.", state="invalid_path")
-    folder = Path(os.path.expanduser(bpy.path.abspath(raw)))
-    if not folder.is_absolute():
-        raise ToolError(f"output_folder must be absolute: {raw[:200]!r}.", state="invalid_path")
-    if not folder.is_dir():
-        raise ToolError(f"The folder {folder} does not exist.", state="invalid_path")
-    return folder
-
-
-def _render(*how: str) -> None:
-    """Start a render (in place, or INVOKE_DEFAULT); Blender's own reason when it refuses (e.g. no camera)."""
+def render_still(*how: str) -> None:
+    """Render the current frame (in place, or started with INVOKE_DEFAULT); Blender's own reason when it refuses
+    (e.g. no camera)."""
     try:
         bpy.ops.render.render(*how, write_still=True)
     except RuntimeError as exc:
@@ -236,7 +135,7 @@ def _render(*how: str) -> None:
         raise ToolError(f"Blender could not render: {reason}", state="tool_failed") from None
 
 
-class _Target:
+class Target:
     """Where a render goes: Blender writes a scratch file in a private folder, which is then renamed into place.
 
     Blender opens its output path when the render ends, seconds or minutes after the path was checked; in a
@@ -284,12 +183,12 @@ class _Target:
         shutil.rmtree(self._folder, ignore_errors=True)
 
 
-def _output_path(raw: str, overwrite: bool) -> _Target:
-    """Where a render of the file named `raw` goes (`_checked_path`)."""
-    return _Target(_checked_path(raw, overwrite), overwrite)
+def output_path(raw: str, overwrite: bool) -> Target:
+    """Where a render of the file named `raw` goes (`checked_path`)."""
+    return Target(checked_path(raw, overwrite), overwrite)
 
 
-def _checked_path(raw: str, overwrite: bool) -> Path:
+def checked_path(raw: str, overwrite: bool) -> Path:
     """The file a render will write, exactly.
 
     Refused: NUL bytes and lone surrogates (Blender would write elsewhere), paths as long as its
@@ -327,7 +226,7 @@ def _invalid(raw: str, why: str) -> ToolError:
     return ToolError(f"output_path {why}: {raw[:200]!r}.", state="invalid_path")
 
 
-def _result(scene: Any, target: _Target, started: float, *, responsive: bool) -> dict[str, Any]:
+def _result(scene: Any, target: Target, started: float, *, responsive: bool) -> dict[str, Any]:
     path = target.path
     if not target.place():
         raise ToolError(
@@ -348,7 +247,7 @@ def _result(scene: Any, target: _Target, started: float, *, responsive: bool) ->
     }
 
 
-def _apply(root: Any, changes: dict[str, Any]) -> dict[str, Any]:
+def apply_settings(root: Any, changes: dict[str, Any]) -> dict[str, Any]:
     """Set dotted attributes of `root` (the scene, or the preferences); return their previous values for _restore."""
     saved: dict[str, Any] = {}
     for dotted, value in changes.items():
@@ -358,7 +257,7 @@ def _apply(root: Any, changes: dict[str, Any]) -> dict[str, Any]:
     return saved
 
 
-def _restore(root: Any, saved: dict[str, Any]) -> None:
+def restore_settings(root: Any, saved: dict[str, Any]) -> None:
     for dotted, value in reversed(list(saved.items())):
         owner, name = _owner(root, dotted)
         setattr(owner, name, value)
@@ -403,28 +302,5 @@ RENDER_TOOLS = (
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
-    ),
-    Tool(
-        "render_frames_to_folder",
-        "Render a frame range",
-        "Render frames frame_start..frame_end (default: the scene's range) with the scene's engine and settings "
-        "to output_folder as frame_0001.png etc. Every name is checked before the first frame, so a refusal "
-        "writes nothing. A client that asked for progress hears it after each frame; cancelling stops the range "
-        "between frames, and the frames written by then stay. The interface is held while it renders.",
-        render_frames,
-        input_schema=FRAMES_SCHEMA,
-        output_schema=shallow(
-            status="string",
-            folder="string",
-            first="string",
-            last="string",
-            count="integer",
-            width="integer",
-            height="integer",
-            engine="string",
-            seconds="number",
-        ),
-        annotations=dict(MUTATING),
-        time_limit=FRAMES_TIME_LIMIT,
     ),
 )

@@ -18,7 +18,7 @@ from hermes_blender.client import BridgeClient, ToolResult, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 
-OUR_OWN = {"render_frames_to_folder"}
+OUR_OWN = {"render_frames_to_folder", "start_render_frames_task", "get_render_frames_task", "cancel_render_frames_task"}
 """Beyond the official Blender Lab catalogue (README › Tools)."""
 OFFICIAL_NAMES = {
     "get_objects_summary",

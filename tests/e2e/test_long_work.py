@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from hermes_blender.client import BridgeClient, modern_request
@@ -150,3 +151,103 @@ def test_a_stream_closed_mid_range_stops_blenders_render(own_blender: HeadlessBl
     assert stopped - closed <= 1  # the frame being rendered when the stream closed, at most
     time.sleep(1.0)
     assert len(list(folder.iterdir())) == stopped
+
+
+def _empty(folder: Path) -> Path:
+    folder.mkdir()
+    return folder
+
+
+def _ok(blender: HeadlessBlender, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = asyncio.run(_client(blender, "2026-07-28").call_tool(name, arguments))
+    assert not result.is_error, result.text
+    return result.structured
+
+
+def _refused(blender: HeadlessBlender, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    result = asyncio.run(_client(blender, "2026-07-28").call_tool(name, arguments))
+    assert result.is_error, result.text
+    return json.loads(result.text)
+
+
+def test_a_frame_task_answers_at_once_and_renders_a_frame_between_requests(
+    own_blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    tmp_path = _empty(tmp_path / "frames")  # the fixture's Blender keeps its runtime folder in tmp_path
+    _ok(own_blender, "execute_blender_code", {"code": _frames_script(tmp_path, 6)})
+    record = json.loads(own_blender.runtime_file.read_text())
+    with httpx2.Client(base_url=record["http"], headers={"Authorization": f"Bearer {record['token']}"}) as http:
+
+        def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:  # one kept connection, nothing else sent
+            body, headers = modern_request("tools/call", {"name": name, "arguments": arguments})
+            return http.post("/mcp", content=body, headers=headers).json()["result"]["structuredContent"]
+
+        started = call("start_render_frames_task", {"output_folder": str(tmp_path)})
+        first = call("get_render_frames_task", {"task_id": started["task_id"]})
+    assert (started["status"], started["done"], started["count"]) == ("working", 0, 6)
+    assert first["status"] == "working" and first["done"] <= 1  # one frame per turn of the loop, requests between
+    seen = [first]
+    while seen[-1]["status"] == "working":
+        assert not asyncio.run(_client(own_blender, "2026-07-28").call_tool("get_objects_summary")).is_error
+        seen.append(_ok(own_blender, "get_render_frames_task", {"task_id": started["task_id"]}))
+    last = seen[-1]
+    assert (last["status"], last["done"], last["status_message"]) == ("completed", 6, "all 6 frames written")
+    assert last["last_written"] == str(tmp_path / "frame_0006.png")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"frame_000{n}.png" for n in range(1, 7)]
+    assert [s["done"] for s in seen] == sorted(s["done"] for s in seen)
+    frame = _ok(
+        own_blender, "execute_blender_code", {"code": "import bpy\nresult = {'f': bpy.context.scene.frame_current}"}
+    )
+    assert frame["result"] == {"f": 1}  # put back after each frame
+
+
+def test_a_cancelled_frame_task_stops_before_its_next_frame_and_cannot_be_cancelled_twice(
+    own_blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    tmp_path = _empty(tmp_path / "frames")  # the fixture's Blender keeps its runtime folder in tmp_path
+    _ok(own_blender, "execute_blender_code", {"code": _frames_script(tmp_path, 400)})
+    task_id = _ok(own_blender, "start_render_frames_task", {"output_folder": str(tmp_path)})["task_id"]
+    while _ok(own_blender, "get_render_frames_task", {"task_id": task_id})["done"] < 2:
+        pass
+    cancelled = _ok(own_blender, "cancel_render_frames_task", {"task_id": task_id})
+    assert cancelled["status"] == "cancelled" and 2 <= cancelled["done"] < 400
+    assert len(list(tmp_path.iterdir())) == cancelled["done"]  # between two frames: none was being rendered
+    again = _refused(own_blender, "cancel_render_frames_task", {"task_id": task_id})
+    assert again["state"] == "task_finished" and "already cancelled" in again["error"]
+    time.sleep(1.0)
+    assert _ok(own_blender, "get_render_frames_task", {"task_id": task_id})["done"] == cancelled["done"]
+    assert len(list(tmp_path.iterdir())) == cancelled["done"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "state"),
+    [
+        ({"frame_start": 5, "frame_end": 4}, "invalid_arguments"),
+        ({"frame_start": 1, "frame_end": 20_000}, "invalid_arguments"),
+        ({"output_folder": "/nowhere/at/all"}, "invalid_path"),
+        ({"output_folder": "relative/folder"}, "invalid_path"),
+    ],
+)
+def test_a_frame_task_that_cannot_run_is_refused_before_it_starts(
+    blender: HeadlessBlender, tmp_path: Path, arguments: dict[str, Any], state: str
+) -> None:
+    refused = _refused(blender, "start_render_frames_task", {"output_folder": str(tmp_path), **arguments})
+    assert refused["state"] == state
+    assert list(tmp_path.iterdir()) == []
+    assert _refused(blender, "get_render_frames_task", {"task_id": "no-such-task"})["state"] == "not_found"
+
+
+def test_a_frame_task_whose_file_is_replaced_fails_saying_so_and_renders_nothing_more(
+    own_blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    tmp_path = _empty(tmp_path / "frames")
+    _ok(own_blender, "execute_blender_code", {"code": _frames_script(tmp_path, 400)})
+    task_id = _ok(own_blender, "start_render_frames_task", {"output_folder": str(tmp_path)})["task_id"]
+    _ok(
+        own_blender,
+        "execute_blender_code",
+        {"code": "import bpy\nbpy.ops.wm.read_homefile(use_empty=True)\nresult = {}"},
+    )
+    failed = _ok(own_blender, "get_render_frames_task", {"task_id": task_id})
+    assert failed["status"] == "failed" and "is gone (another file was opened)" in failed["status_message"]
+    assert len(list(tmp_path.iterdir())) == failed["done"] < 400

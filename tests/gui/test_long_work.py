@@ -63,3 +63,29 @@ def test_a_frame_range_in_the_interactive_blender_reports_each_frame_and_a_cance
     assert gui.probe("result = bpy.context.scene.frame_current") == 1  # the scene's frame is put back
     gui.screenshot("gui-after-cancelled-frame-range")
     assert len(list(cut.iterdir())) == written  # nothing rendered on after the cancel
+
+
+def test_a_frame_task_in_the_interactive_blender_renders_between_requests_and_can_be_cancelled(
+    gui: GuiBlender, tmp_path: Path
+) -> None:
+    gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 5")
+    whole = tmp_path / "task"
+    whole.mkdir()
+    started = gui.call("start_render_frames_task", {"output_folder": str(whole)}).data()
+    seen = [started]
+    while seen[-1]["status"] == "working":
+        assert not gui.call("get_objects_summary").is_error  # answered between two frames
+        seen.append(gui.call("get_render_frames_task", {"task_id": started["task_id"]}).data())
+    assert (seen[-1]["status"], seen[-1]["done"]) == ("completed", 5)
+    assert any(s["status"] == "working" and 0 < s["done"] < 5 for s in seen)  # asked after while it rendered
+    assert sorted(p.name for p in whole.iterdir()) == [f"frame_000{n}.png" for n in range(1, 6)]
+
+    gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 400")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    task_id = gui.call("start_render_frames_task", {"output_folder": str(cut)}).data()["task_id"]
+    while gui.call("get_render_frames_task", {"task_id": task_id}).data()["done"] < 2:
+        pass
+    cancelled = gui.call("cancel_render_frames_task", {"task_id": task_id}).data()
+    assert cancelled["status"] == "cancelled" and len(list(cut.iterdir())) == cancelled["done"] < 400
+    assert gui.probe("result = bpy.context.scene.frame_current") == 1

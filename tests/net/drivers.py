@@ -40,7 +40,7 @@ class Served:
     @staticmethod
     def _serve_in_place(dispatcher: InPlaceDispatcher, loop: MainLoop) -> None:
         with dispatcher.serving():
-            loop.run(dispatcher.stop_requested)
+            loop.run(dispatcher.stop_requested, dispatcher.background_step)
 
     @property
     def connection_count(self) -> int:

@@ -1,0 +1,217 @@
+"""Frame ranges as tasks: one call starts it, Blender renders a frame at a time between other requests, and
+other calls ask after it or cancel it, so a render may outlast any client's timeout (README › Decisions).
+
+The states and fields are the MCP tasks extension's (`working`, `completed`, `failed`, `cancelled`; a status
+message; creation and last-update times; a time to live; a poll interval), as tools any client can call.
+Everything here runs on Blender's main thread (a tool, or a step the dispatcher runs between jobs), so a
+task never changes under a reader. Task ids are random: knowing one is the only way to ask after a task,
+besides holding the bridge's token, which every call needs anyway.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import bpy
+
+from ..errors import JobInterrupted, ToolError
+from .base import MUTATING, READ_ONLY, Tool, arguments, shallow
+from .frames import FRAMES_SCHEMA, FrameRange
+
+WORKING, COMPLETED, FAILED, CANCELLED = "working", "completed", "failed", "cancelled"
+KEPT = 16
+"""Finished tasks kept for asking after; beyond that the oldest finished one is forgotten."""
+TTL = 3600.0
+"""Seconds a finished task is kept."""
+POLL_INTERVAL_MS = 2000
+
+Schedule = Callable[[Callable[[], bool]], None]
+"""Runs a step on Blender's main thread between jobs, again while it returns True (the dispatcher's)."""
+
+_schedule: Schedule | None = None
+_tasks: dict[str, FramesTask] = {}
+
+
+def use(schedule: Schedule | None) -> None:
+    """The running bridge's way of running steps between jobs (None: no bridge, no new task)."""
+    global _schedule
+    _schedule = schedule
+
+
+class FramesTask:
+    """One frame range being rendered a frame per step."""
+
+    def __init__(self, frames: FrameRange, scene: Any) -> None:
+        self.task_id = secrets.token_urlsafe(12)
+        self.frames = frames
+        self._scene = scene.name
+        self._pointer = scene.as_pointer()
+        """The scene of the file open at the start: another file's scene of the same name is not this one."""
+        self.status = WORKING
+        self.done = 0
+        self.message = f"waiting for its first frame (0 of {len(frames)})"
+        self.created = self.updated = time.time()
+        self.started = time.monotonic()
+
+    def step(self) -> bool:
+        """Render the next frame; whether more remain. Every end of the task is its status, never an exception,
+        but an interrupt (the bridge stopping) still ends the job it runs in."""
+        if self.status != WORKING:
+            return False
+        scene = bpy.data.scenes.get(self._scene)
+        if scene is None or scene.as_pointer() != self._pointer:
+            return self._end(
+                FAILED, f"the scene {self._scene!r} is gone (another file was opened) after {self._count()}"
+            )
+        try:
+            self.frames.render(self.done, scene)
+        except ToolError as exc:
+            return self._end(FAILED, f"{exc} (after {self._count()})")
+        except JobInterrupted:
+            self._end(FAILED, f"the bridge stopped after {self._count()}")
+            raise
+        except Exception as exc:
+            return self._end(FAILED, f"{type(exc).__name__}: {exc} (after {self._count()})")
+        self.done += 1
+        if self.done == len(self.frames):
+            return self._end(COMPLETED, f"all {len(self.frames)} frames written")
+        self.message, self.updated = self.frames.word(self.done - 1), time.time()
+        return True
+
+    def cancel(self) -> None:
+        """Between two steps (everything here runs on the main thread): no frame is being rendered now."""
+        if self.status != WORKING:
+            raise ToolError(
+                f"task {self.task_id} is already {self.status}; only a working task can be cancelled",
+                state="task_finished",
+            )
+        self._end(CANCELLED, f"cancelled after {self._count()}")
+
+    def finished_at(self) -> float | None:
+        return None if self.status == WORKING else self.updated
+
+    def snapshot(self) -> dict[str, Any]:
+        frames = self.frames
+        return {
+            "task_id": self.task_id,
+            "status": self.status,
+            "status_message": self.message,
+            "done": self.done,
+            "count": len(frames),
+            "folder": str(frames.folder),
+            "last_written": str(frames.paths[self.done - 1]) if self.done else None,
+            "created_at": _iso(self.created),
+            "last_updated_at": _iso(self.updated),
+            "seconds": round((self.updated if self.status != WORKING else time.time()) - self.created, 3),
+            "ttl_ms": int(TTL * 1000),
+            "poll_interval_ms": POLL_INTERVAL_MS,
+        }
+
+    def _end(self, status: str, message: str) -> bool:
+        self.status, self.message, self.updated = status, message, time.time()
+        return False
+
+    def _count(self) -> str:
+        return f"{self.done} of {len(self.frames)} frames"
+
+
+def _iso(stamp: float) -> str:
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def start(arguments: dict[str, Any]) -> dict[str, Any]:
+    if _schedule is None:
+        raise ToolError("no bridge is serving, so no task can run", state="stopped")
+    scene = bpy.context.scene
+    task = FramesTask(FrameRange(arguments, scene), scene)
+    _forget_old()
+    _schedule(task.step)
+    _tasks[task.task_id] = task
+    return task.snapshot()
+
+
+def get(arguments: dict[str, Any]) -> dict[str, Any]:
+    _forget_old()
+    return _task(arguments["task_id"]).snapshot()
+
+
+def cancel(arguments: dict[str, Any]) -> dict[str, Any]:
+    task = _task(arguments["task_id"])
+    task.cancel()
+    return task.snapshot()
+
+
+def _task(task_id: str) -> FramesTask:
+    task = _tasks.get(task_id)
+    if task is None:
+        raise ToolError(
+            f"no task {task_id!r}: it never existed, or it finished more than {TTL / 60:.0f} minutes ago, or "
+            "Blender restarted",
+            state="not_found",
+        )
+    return task
+
+
+def _forget_old() -> None:
+    """Finished tasks past their time to live, and beyond the KEPT newest finished ones."""
+    now = time.time()
+    finished = sorted((t for t in _tasks.values() if t.finished_at() is not None), key=lambda t: t.updated)
+    for position, task in enumerate(finished):
+        if now - task.updated > TTL or position < len(finished) - KEPT:
+            del _tasks[task.task_id]
+
+
+TASK_ID = arguments(task_id={"type": "string", "minLength": 1, "maxLength": 64, "description": "From the start."})
+TASK_RESULT = shallow(
+    task_id="string",
+    status="string",
+    status_message="string",
+    done="integer",
+    count="integer",
+    folder="string",
+    last_written=["string", "null"],
+    created_at="string",
+    last_updated_at="string",
+    seconds="number",
+    ttl_ms="integer",
+    poll_interval_ms="integer",
+)
+
+FRAME_TASK_TOOLS = (
+    Tool(
+        "start_render_frames_task",
+        "Start rendering a frame range",
+        "Start rendering frames frame_start..frame_end (as render_frames_to_folder) and answer at once with a "
+        "task_id. Blender renders one frame at a time between other requests, so nothing waits on the call: ask "
+        "get_render_frames_task every poll_interval_ms, and cancel_render_frames_task to stop it. Every name is "
+        "checked before the task starts, so a refusal writes nothing.",
+        start,
+        input_schema=FRAMES_SCHEMA,
+        output_schema=TASK_RESULT,
+        annotations=dict(MUTATING),
+    ),
+    Tool(
+        "get_render_frames_task",
+        "Ask after a frame-range task",
+        "The task's status (working, completed, failed or cancelled), its message, how many frames are written "
+        "and the last one's path. Finished tasks are kept for ttl_ms.",
+        get,
+        input_schema=TASK_ID,
+        output_schema=TASK_RESULT,
+        annotations=dict(READ_ONLY),
+    ),
+    Tool(
+        "cancel_render_frames_task",
+        "Cancel a frame-range task",
+        "Stop a working task before its next frame (the frames written stay). A task already finished is an "
+        "error naming its status.",
+        cancel,
+        input_schema=TASK_ID,
+        output_schema=TASK_RESULT,
+        annotations=dict(MUTATING),
+    ),
+)
