@@ -44,7 +44,14 @@ class Execution:
         """Interactive: a change is one undo step, and deferred results are polled between ticks."""
         self._allow_code = allow_code
         self._job_timeout = job_timeout
-        frame_tasks.use(dispatcher.start_background)
+
+    def open(self) -> None:
+        """The bridge serves: tasks may start, their steps run between its jobs."""
+        frame_tasks.use(self._dispatcher.start_background)
+
+    def close(self) -> None:
+        """The bridge stops: its tasks' next steps will never run, so each working task ends as failed."""
+        frame_tasks.use(None)
 
     # ToolHost (MCP) ---------------------------------------------------------------------------
 

@@ -110,6 +110,7 @@ class Bridge:
                 self._start_lab(config.lab_port)
             self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
             self.publication = self._publish()
+            self.execution.open()
         except BaseException as exc:
             self._listeners.close()  # nothing half-started keeps listening
             if isinstance(exc, (OSError, RuntimeError)):  # out of descriptors, no thread could be started
@@ -190,6 +191,7 @@ class Bridge:
         clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
         """
         self._dispatcher.close()
+        self.execution.close()
         self._listeners.close()
         self.withdraw()
 

@@ -37,9 +37,14 @@ _tasks: dict[str, FramesTask] = {}
 
 
 def use(schedule: Schedule | None) -> None:
-    """The running bridge's way of running steps between jobs (None: no bridge, no new task)."""
+    """The running bridge's way of running steps between jobs. None: the bridge stopped, so no new task starts
+    and every working one has run its last step; each says so (a task is asked after by id, maybe later)."""
     global _schedule
     _schedule = schedule
+    if schedule is None:
+        for task in _tasks.values():
+            if task.status == WORKING:
+                task.abandon()
 
 
 class FramesTask:
@@ -90,6 +95,9 @@ class FramesTask:
                 state="task_finished",
             )
         self._end(CANCELLED, f"cancelled after {self._count()}")
+
+    def abandon(self) -> None:
+        self._end(FAILED, f"the bridge stopped after {self._count()}; start a new task for the rest")
 
     def finished_at(self) -> float | None:
         return None if self.status == WORKING else self.updated

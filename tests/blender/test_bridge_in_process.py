@@ -326,3 +326,27 @@ def test_a_client_that_hangs_up_while_its_script_runs_has_the_script_stopped(eit
     assert after["structuredContent"]["result"] == {"next": True}
     assert bpy.app.driver_namespace.get("hermes_test_started") is True  # it ran, and was stopped mid-way
     assert "hermes_test_finished" not in bpy.app.driver_namespace
+
+
+def test_a_frame_task_still_working_when_the_bridge_stops_says_so_and_no_new_one_starts(
+    either_driver: Any, service: ModuleType, tmp_path: Path
+) -> None:
+    bridge = either_driver
+    tasks = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+    scene = bpy.context.scene
+    scene.render.resolution_x, scene.render.resolution_y = 64, 48
+    scene.render.engine, scene.cycles.device, scene.cycles.samples = "CYCLES", "CPU", 1  # no GPU in this process
+    scene.frame_start, scene.frame_end = 1, 400
+
+    def ask() -> str:
+        task_id = _call(bridge, "start_render_frames_task", {"output_folder": str(tmp_path)})["structuredContent"]
+        while _call(bridge, "get_render_frames_task", {"task_id": task_id["task_id"]})["structuredContent"]["done"] < 1:
+            time.sleep(0.01)
+        return task_id["task_id"]
+
+    task_id = serve_while(bridge.dispatcher, ask, bridge.serve)
+    service.stop()
+    ended = tasks.get({"task_id": task_id})
+    assert ended["status"] == "failed" and ended["status_message"].startswith("the bridge stopped after ")
+    with pytest.raises(__import__(f"{ADDON_MODULE}.errors", fromlist=["ToolError"]).ToolError, match="no bridge"):
+        tasks.start({"output_folder": str(tmp_path)})
