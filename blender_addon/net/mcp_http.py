@@ -246,8 +246,8 @@ def _stream_for(request: Request, method: str, params: dict[str, Any]) -> EventS
         return None
     if isinstance(token, bool) or not isinstance(token, (str, int)):
         raise RpcError(INVALID_PARAMS, "params._meta.progressToken must be a string or an integer")
-    if "text/event-stream" not in (request.header("accept") or "").lower():
-        return None  # it cannot read one: the answer stays one JSON body, without progress
+    if "text/event-stream" not in (request.header("accept") or "").lower() or request.version != "HTTP/1.1":
+        return None  # it cannot read one (HTTP/1.0 has no chunks): the answer stays one JSON body, without progress
     return EventStream(token, time.monotonic(), request.send)
 
 

@@ -133,3 +133,14 @@ def test_a_2025_cancel_stops_the_running_call_and_the_session_goes_on(threaded_e
     ping = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "echo", "arguments": {}}}
     status, _, body = endpoint.post(ping, endpoint.headers(**session))
     assert status == 200 and body["result"]["structuredContent"] == {"echo": {}}
+
+
+def test_an_http_1_0_client_asking_for_progress_gets_one_json_body(endpoint: Endpoint) -> None:
+    params = {"name": "echo", "arguments": {"v": 1}, "_meta": {**MODERN_META, "progressToken": "t"}}
+    body = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params}).encode()
+    headers = endpoint.headers(Accept=EVENT_STREAM, **modern_headers("tools/call", params))
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    reply = endpoint.raw(f"POST /mcp HTTP/1.0\r\n{head}Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    status_line, _, rest = reply.partition(b"\r\n")
+    assert status_line == b"HTTP/1.1 200 OK" and b"Content-Type: application/json" in rest
+    assert json.loads(rest.split(b"\r\n\r\n", 1)[1])["result"]["structuredContent"] == {"echo": {"v": 1}}
