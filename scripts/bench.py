@@ -262,9 +262,9 @@ def cancel_to_stop(port: int, headers: dict[str, str], runs: int) -> dict[str, f
 
 
 def cancel_render_to_stop(port: int, headers: dict[str, str], runs: int) -> dict[str, float]:
-    """From a client closing a frame range's event stream (after its first frame) to the next request's answer:
-    the range must have stopped for that answer to come. It stops between frames, so this includes the rest
-    of the frame being rendered when the stream closed (`frame_p50`: one frame's time, from the progress)."""
+    """From a client closing a frame range's event stream (once two frames are written) to the next request's
+    answer: the range must have stopped for that answer to come. It stops between frames, so this includes the
+    rest of the frame being rendered when the stream closed (`frame_p50`: one frame's time, from the files)."""
     link = KeepAlive(port, headers)
     body, extra = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": FRAMES_SCENE}})
     link.post("/mcp", body, extra)
@@ -281,15 +281,12 @@ def cancel_render_to_stop(port: int, headers: dict[str, str], runs: int) -> dict
         head = "".join(f"{k}: {v}\r\n" for k, v in {**headers, **extra, "Content-Length": str(len(body))}.items())
         with socket.create_connection(("127.0.0.1", port), timeout=30) as leaving:
             leaving.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}\r\n".encode() + body)
-            seen = b""
-            while b"(2 of 1000)" not in seen:
-                seen += leaving.recv(65536)
-            progress = [json.loads(line[6:])["params"] for line in seen.split(b"\n") if line.startswith(b"data: ")]
+            while len(written := sorted(Path(folder).iterdir())) < 2:
+                time.sleep(0.001)
         closed = time.perf_counter()
         link.post("/mcp", *DISCOVER)
         samples.append(time.perf_counter() - closed)
-        if len(progress) >= 2:  # frames 1 and 2 ended this far apart (seconds, as the samples)
-            frames.append(progress[-1]["progress"] - progress[-2]["progress"])
+        frames.append(written[1].stat().st_mtime - written[0].stat().st_mtime)  # one frame, in seconds as samples
     stats = percentiles(samples)
     stats["frame_p50"] = percentiles(frames)["p50"] if frames else float("nan")
     return stats

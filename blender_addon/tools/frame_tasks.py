@@ -84,7 +84,7 @@ class FramesTask:
         self.done += 1
         if self.done == len(self.frames):
             return self._end(COMPLETED, f"all {len(self.frames)} frames written")
-        self.message, self.updated = self.frames.word(self.done - 1), time.time()
+        self.message, self.updated = f"{self.frames.word(self.done - 1)}: written", time.time()
         return True
 
     def cancel(self) -> None:

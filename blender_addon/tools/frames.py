@@ -81,7 +81,11 @@ class FrameRange:
         current, saved = scene.frame_current, apply_settings(scene, changes)
         try:
             scene.frame_set(frame)  # the frame with its animation evaluated, not only the number
-            render_still()
+            render_still(
+                say=lambda done, stats: progress.report(
+                    (index + (done or 0)) / len(self), f"{self.word(index)}: {stats}"
+                )
+            )
             interrupt.checkpoint()  # stopped while it rendered: this frame may be cut short, so it is not kept
             placed = target.place()
         finally:
@@ -94,7 +98,8 @@ class FrameRange:
             )
 
     def word(self, index: int) -> str:
-        """What the client hears once frame `index` is written."""
+        """Which frame `index` is, as the client hears it while it renders ("frame 5 (2 of 3): Sample 3/16") and
+        once it is written ("frame 5 (2 of 3): written"). Only the latest word is heard at each look."""
         return f"frame {self.frames[index]} ({index + 1} of {len(self.frames)})"
 
     def summary(self, scene: Any) -> dict[str, Any]:
@@ -130,7 +135,7 @@ def render_frames(arguments: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     for index in range(len(frames)):
         frames.render(index, scene)
-        progress.report((index + 1) / len(frames), frames.word(index))
+        progress.report((index + 1) / len(frames), f"{frames.word(index)}: written")
     return {"status": "ok", **frames.summary(scene), "seconds": round(time.monotonic() - started, 3)}
 
 

@@ -5,15 +5,18 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import bpy
 
+from .. import progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments, shallow
 from .python_exec import Deferred
@@ -125,14 +128,35 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return Deferred(poll)
 
 
-def render_still(*how: str) -> None:
+def render_still(*how: str, say: Callable[[float | None, str], None] = progress.report) -> None:
     """Render the current frame (in place, or started with INVOKE_DEFAULT); Blender's own reason when it refuses
-    (e.g. no camera)."""
+    (e.g. no camera). Blender's render stats go to `say` as they come (a client that asked hears them)."""
     try:
-        bpy.ops.render.render(*how, write_still=True)
+        with stats_told(say):
+            bpy.ops.render.render(*how, write_still=True)
     except RuntimeError as exc:
         reason = str(exc).strip().removeprefix("Error:").strip() or "no reason given"
         raise ToolError(f"Blender could not render: {reason}", state="tool_failed") from None
+
+
+_SAMPLES = re.compile(r"\bSample (\d+)/(\d+)")
+
+
+@contextlib.contextmanager
+def stats_told(say: Callable[[float | None, str], None]) -> Iterator[None]:
+    """While inside, each line of Blender's render stats (the `render_stats` handler: "Mem: 3M | Sample 5/16") is
+    told to `say`: its last part, and how far this render is when it counts samples (Cycles does)."""
+
+    def heard(stats: str, *_: Any) -> None:
+        found = _SAMPLES.search(stats)
+        fraction = min(1.0, int(found[1]) / int(found[2])) if found and int(found[2]) else None
+        say(fraction, stats.rsplit(" | ", 1)[-1].strip()[:200])
+
+    bpy.app.handlers.render_stats.append(heard)
+    try:
+        yield
+    finally:
+        bpy.app.handlers.render_stats.remove(heard)
 
 
 class Target:

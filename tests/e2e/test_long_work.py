@@ -80,7 +80,7 @@ def test_a_frame_range_renders_to_its_folder_with_progress_after_each_frame(
     assert sorted(path.name for path in tmp_path.iterdir()) == ["frame_0003.png", "frame_0005.png", "frame_0007.png"]
     assert all(path.read_bytes().startswith(b"\x89PNG") for path in tmp_path.iterdir())
     frames = [message for _, _, message in heard if message and message.startswith("frame ")]
-    assert frames and set(frames) <= {"frame 3 (1 of 3)", "frame 5 (2 of 3)", "frame 7 (3 of 3)"}
+    assert frames and {m.split(": ")[0] for m in frames} <= {"frame 3 (1 of 3)", "frame 5 (2 of 3)", "frame 7 (3 of 3)"}
     again = asyncio.run(_client(blender, mode).call_tool("render_frames_to_folder", arguments))
     assert again.is_error and again.data()["state"] == "file_exists"  # checked before any frame: nothing replaced
 
@@ -141,7 +141,7 @@ def test_a_stream_closed_mid_range_stops_blenders_render(own_blender: HeadlessBl
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(request)
         seen = b""
-        while b"frame 1 (1 of 400)" not in seen:
+        while b"notifications/progress" not in seen or not any(folder.iterdir()):  # streaming, a frame written
             seen += sock.recv(65536)
         assert seen.startswith(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream")
     closed = len(list(folder.iterdir()))
@@ -251,3 +251,14 @@ def test_a_frame_task_whose_file_is_replaced_fails_saying_so_and_renders_nothing
     failed = _ok(own_blender, "get_render_frames_task", {"task_id": task_id})
     assert failed["status"] == "failed" and "is gone (another file was opened)" in failed["status_message"]
     assert len(list(tmp_path.iterdir())) == failed["done"] < 400
+
+
+def test_blenders_own_render_stats_are_heard_while_a_frame_renders(blender: HeadlessBlender, tmp_path: Path) -> None:
+    slow = SMALL + "scene.render.resolution_x, scene.render.resolution_y = 320, 240\nscene.cycles.samples = 256\n"
+    asyncio.run(_client(blender, "2026-07-28").call_tool("execute_blender_code", {"code": slow}))
+    arguments = {"output_folder": str(tmp_path), "frame_start": 1, "frame_end": 1}
+    result, heard = asyncio.run(_call_hearing(blender, "2026-07-28", "render_frames_to_folder", arguments))
+    assert not result.is_error, result.content
+    during = [(total, message) for _, total, message in heard if (message or "").startswith("frame 1 (1 of 1): ")]
+    assert any("Sample" in message for _, message in during), heard  # Cycles counts its samples in its stats
+    asyncio.run(_client(blender, "2026-07-28").call_tool("execute_blender_code", {"code": SMALL}))
