@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 
 from hermes_blender.client import BridgeClient
+from tests.event_streams import close_mid_range
 from tests.gui.harness import GuiBlender
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -92,3 +93,14 @@ def test_a_frame_task_in_the_interactive_blender_renders_between_requests_and_ca
     cancelled = gui.call("cancel_render_frames_task", {"task_id": task_id}).data()
     assert cancelled["status"] == "cancelled" and len(list(cut.iterdir())) == cancelled["done"] < 400
     assert gui.probe("result = bpy.context.scene.frame_current") == 1
+
+
+def test_a_stream_closed_mid_range_stops_the_interactive_blenders_render(gui: GuiBlender, tmp_path: Path) -> None:
+    """Raw HTTP on the GUI's driver (a thread per connection): the client closes the event stream mid-range."""
+    gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 400")
+    closed = close_mid_range(gui.runtime_file, tmp_path)
+    assert not gui.call("get_objects_summary").is_error  # answered: the main thread is free again
+    stopped = len(list(tmp_path.iterdir()))
+    assert closed <= stopped < 400  # stopped between frames; how soon is measured in scripts/bench.py (p50 128 ms)
+    assert gui.probe("result = bpy.context.scene.frame_current") == 1
+    assert len(list(tmp_path.iterdir())) == stopped
