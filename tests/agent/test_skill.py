@@ -83,3 +83,19 @@ def test_a_plugin_json_nested_too_deeply_is_a_clear_refusal(plugin_copy) -> None
     (root / "plugin.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(ContractError, match="nested too deeply"):
         validate(root, LINUX)
+
+
+def test_the_skill_teaches_the_long_work_path_with_the_tools_that_exist() -> None:
+    """Renders longer than a client waits go through the task trio; scripts say how far they are."""
+    from hermes_blender.stdio_server import shipped_catalogue
+
+    text = (PLUGIN_ROOT / "skills" / "blender" / "SKILL.md").read_text()
+    names = {tool["name"] for tool in shipped_catalogue()}
+    for tool in (
+        "render_frames_to_folder",
+        "start_render_frames_task",
+        "get_render_frames_task",
+        "cancel_render_frames_task",
+    ):
+        assert f"`{tool}`" in text and tool in names, tool
+    assert "progress(fraction" in text and "poll_interval_ms" in text
