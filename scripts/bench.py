@@ -292,6 +292,26 @@ def cancel_render_to_stop(port: int, headers: dict[str, str], runs: int) -> dict
     return stats
 
 
+def beside_a_task(port: int, headers: dict[str, str], n: int) -> dict[str, float]:
+    """`server/discover` while a frame task renders frames of about 100 ms: a request waits for the frame being
+    rendered to end (one step per turn of the loop), so this is about half a frame at p50, a frame at worst."""
+    link = KeepAlive(port, headers)
+    body, extra = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": FRAMES_SCENE}})
+    link.post("/mcp", body, extra)
+    folder = tempfile.mkdtemp(prefix="hermes-bench-task-")
+    body, extra = modern_request(
+        "tools/call", {"name": "start_render_frames_task", "arguments": {"output_folder": folder}}
+    )
+    task_id = json.loads(link.post("/mcp", body, extra))["result"]["structuredContent"]["task_id"]
+    try:
+        return timed(lambda: link.post("/mcp", *DISCOVER), n, warmup=2)
+    finally:
+        body, extra = modern_request(
+            "tools/call", {"name": "cancel_render_frames_task", "arguments": {"task_id": task_id}}
+        )
+        link.post("/mcp", body, extra)
+
+
 def throughput(port: int, headers: dict[str, str], clients: int, calls: int) -> dict[str, float]:
     errors: list[str] = []
 
@@ -749,6 +769,9 @@ def main(argv: list[str] | None = None) -> int:
             latency[STDIO_ROW] = stdio_beside_direct(runtime_file, n // 4)
             latency["cancel: a client hangs up on a running script -> the next answer"] = cancel_to_stop(
                 port, headers, 5 if args.quick else 20
+            )
+            latency["server/discover while a frame task renders (frames of about 100 ms)"] = beside_a_task(
+                port, headers, 20 if args.quick else 100
             )
             latency["cancel: a frame range's stream closed -> the next answer (frame_p50: one frame)"] = (
                 cancel_render_to_stop(port, headers, 5 if args.quick else 20)
