@@ -188,3 +188,16 @@ def test_objects_removed_without_any_signal_never_leave_a_page_wrong(factory_sce
     page = _tools().objects_summary({})
     assert page["counts"]["total"] == page["total_objects"] == 7
     assert [o["name"] for o in _read_all({})] == ["Cube", "Light", "Camera", *names[6:]]
+
+
+@pytest.mark.parametrize("spare", [0, -1])
+def test_a_page_is_cut_exactly_where_its_entries_pass_the_budget(addon: ModuleType, spare: int) -> None:
+    """Each entry counts as its JSON text and one separator; a page one character over is cut, one that fits is not."""
+    scene = importlib.import_module(f"{ADDON_MODULE}.tools.scene")
+    entries = [{"name": "x" * length} for length in (10, 20, 30)]
+    budget = sum(len(json.dumps(entry)) + 1 for entry in entries) + spare
+    page = scene._Page(0, 10, budget)
+    for entry in entries:
+        page.add(entry)
+    page.fit()
+    assert (page.cut, len(page.entries)) == ((False, 3) if spare == 0 else (True, 2))
