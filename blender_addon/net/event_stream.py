@@ -50,16 +50,10 @@ class EventStream:
         self._send = send
         self._lock = threading.Lock()
         self._pending = bytearray(HEAD)
-        self._started = False
-        """The head has left: the answer can no longer be anything but this stream."""
         self._finished = False
         self._revision = 0
         self._last_progress = 0.0
         self._last_word = began
-
-    @property
-    def started(self) -> bool:
-        return self._started
 
     def tend(self, now: float) -> None:
         """At each look while the job runs: the head at once, then what is new or the heartbeat."""
@@ -100,9 +94,7 @@ class EventStream:
             taken = self._send(bytes(self._pending))
         except OSError:
             return  # the client left; its watcher sees that and stops the job
-        if taken:
-            self._started = True
-            del self._pending[:taken]
+        del self._pending[:taken]
 
 
 def _event(data: bytes) -> bytes:

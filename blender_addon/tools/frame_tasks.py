@@ -60,7 +60,6 @@ class FramesTask:
         self.done = 0
         self.message = f"waiting for its first frame (0 of {len(frames)})"
         self.created = self.updated = time.time()
-        self.started = time.monotonic()
 
     def step(self) -> bool:
         """Render the next frame; whether more remain. Every end of the task is its status, never an exception,
