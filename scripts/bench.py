@@ -294,7 +294,8 @@ def cancel_render_to_stop(port: int, headers: dict[str, str], runs: int) -> dict
 
 def beside_a_task(port: int, headers: dict[str, str], n: int) -> dict[str, float]:
     """`server/discover` while a frame task renders frames of about 100 ms: a request waits for the frame being
-    rendered to end (one step per turn of the loop), so this is about half a frame at p50, a frame at worst."""
+    rendered to end (one step per turn of the loop), and a client that asks again at once meets the next frame
+    just begun, so this is about one frame, never more."""
     link = KeepAlive(port, headers)
     body, extra = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": FRAMES_SCENE}})
     link.post("/mcp", body, extra)
