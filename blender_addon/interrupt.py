@@ -25,11 +25,12 @@ the job every such handler is put back, whatever lower-level calls the job made.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import ctypes
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import CodeType, FrameType, TracebackType
 from typing import Any, Protocol
 
@@ -152,18 +153,42 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     job = _current
     if job is None or not job.stopping() or threading.get_ident() != _current_thread:
         return  # it arrived between jobs: nothing to stop
+    if _shielded:
+        return  # inside Blender's render: asked again at each repeat, raised once it is out
     if _raised and (frame is None or frame.f_code.co_filename != AGENT_CODE):
         return
     _raised = True
     raise JobInterrupted
 
 
-def checkpoint() -> None:
-    """Raise JobInterrupted if the running job is being stopped. For the bridge's own loops over Blender's C
-    code (a frame range): the signal's one raise may land in a callback Blender calls meanwhile (a render
-    engine's, a handler), where Blender prints it and goes on, so such a loop asks between its steps."""
+_shielded = 0
+"""How deep the running job is inside Blender's own render (`shielded`)."""
+
+
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """While inside, an interrupt raises nowhere: Blender's render calls back into Python (Cycles' engine is
+    Python code), and a JobInterrupted raised there is swallowed by Blender and left Cycles broken, so that a
+    later render crashed the process (bpy 5.3, in place). The interrupt stays asked; it is raised after, at the
+    next line of agent code or the bridge's next `checkpoint`, and the job's answer says it was stopped."""
+    global _shielded
+    _shielded += 1
+    try:
+        yield
+    finally:
+        _shielded -= 1
+
+
+def stopping() -> bool:
+    """Whether the job running on this thread is being stopped (asked inside `shielded`, where nothing raises)."""
     job = _current
-    if job is not None and job.stopping() and threading.get_ident() == _current_thread:
+    return job is not None and job.stopping() and threading.get_ident() == _current_thread
+
+
+def checkpoint() -> None:
+    """Raise JobInterrupted if the running job is being stopped: where the bridge's own work over Blender's
+    render (a frame range, a still) leaves `shielded`, the one place a stop asked meanwhile is raised."""
+    if stopping():
         raise JobInterrupted
 
 
@@ -171,7 +196,7 @@ def _on_line(code: CodeType, line: int, disable: object = getattr(_MONITORING, "
     if code.co_filename != AGENT_CODE:
         return disable
     job = _current
-    if job is not None and job.stopping() and threading.get_ident() == _current_thread:
+    if job is not None and job.stopping() and threading.get_ident() == _current_thread and not _shielded:
         raise JobInterrupted
     return None
 

@@ -78,20 +78,22 @@ class FrameRange:
             "render.image_settings.file_format": "PNG",
             "render.use_file_extension": True,
         }
-        current, saved = scene.frame_current, apply_settings(scene, changes)
-        try:
-            scene.frame_set(frame)  # the frame with its animation evaluated, not only the number
-            render_still(
-                say=lambda done, stats: progress.report(
-                    (index + (done or 0)) / len(self), f"{self.word(index)}: {stats}"
+        with interrupt.shielded():  # a stop waits for the render and the scene put back, then is raised
+            current, saved = scene.frame_current, apply_settings(scene, changes)
+            try:
+                scene.frame_set(frame)  # the frame with its animation evaluated, not only the number
+                render_still(
+                    say=lambda done, stats: progress.report(
+                        (index + (done or 0)) / len(self), f"{self.word(index)}: {stats}"
+                    )
                 )
-            )
-            interrupt.checkpoint()  # stopped while it rendered: this frame may be cut short, so it is not kept
-            placed = target.place()
-        finally:
-            target.discard()
-            restore_settings(scene, saved)
-            scene.frame_set(current)
+                # Stopped while it rendered: the frame may be cut short, so it is not kept.
+                placed = not interrupt.stopping() and target.place()
+            finally:
+                target.discard()
+                restore_settings(scene, saved)
+                scene.frame_set(current)
+        interrupt.checkpoint()
         if not placed:
             raise ToolError(
                 f"Blender rendered frame {frame} but wrote no file; nothing after it was rendered.", state="tool_failed"

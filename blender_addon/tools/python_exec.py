@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import bpy
 
 from ..errors import JobInterrupted
-from ..interrupt import AGENT_CODE
+from ..interrupt import AGENT_CODE, shielded
 from ..jsontext import RawJson, dumps
 from ..progress import report
 
@@ -34,6 +34,8 @@ BLOCKED_OPERATORS = frozenset(
     }
 )
 FILENAME = AGENT_CODE
+PYTHON_ENGINE_OPERATORS = frozenset({("render", "render"), ("object", "bake")})
+"""Operators that run a render engine's Python (Cycles'): an interrupt waits until they return (`shielded`)."""
 
 Envelope = dict[str, Any]
 
@@ -182,6 +184,20 @@ class _Tee(io.TextIOBase):
                 target.flush()
 
 
+class _Shielded:
+    """An operator called with interrupts held until it returns; everything else is the operator's."""
+
+    def __init__(self, operator: Any) -> None:
+        self._operator = operator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with shielded():
+            return self._operator(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._operator, name)
+
+
 @contextlib.contextmanager
 def blocked_operators() -> Iterator[None]:
     """Refuse the operators that quit Blender or reset it to factory state, for this call only.
@@ -195,7 +211,8 @@ def blocked_operators() -> Iterator[None]:
     def guarded(module: str, name: str) -> Any:
         if (module, name) in BLOCKED_OPERATORS:
             raise RuntimeError(f"bpy.ops.{module}.{name} is not allowed in LLM-generated code")
-        return original(module, name)
+        operator = original(module, name)
+        return _Shielded(operator) if (module, name) in PYTHON_ENGINE_OPERATORS else operator
 
     ops._bpy_ops_submodule__getattr__ = guarded
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ from typing import Any
 
 import bpy
 
-from .. import progress
+from .. import interrupt, progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments, shallow
 from .python_exec import Deferred
@@ -128,9 +129,23 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return Deferred(poll)
 
 
+def held(run: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
+    """`run` with a stop held until its render and its clean-up are done (`interrupt.shielded`), then raised."""
+
+    @functools.wraps(run)
+    def shielded_run(arguments: dict[str, Any]) -> Any:
+        with interrupt.shielded():
+            result = run(arguments)
+        interrupt.checkpoint()
+        return result
+
+    return shielded_run
+
+
 def render_still(*how: str, say: Callable[[float | None, str], None] = progress.report) -> None:
     """Render the current frame (in place, or started with INVOKE_DEFAULT); Blender's own reason when it refuses
-    (e.g. no camera). Blender's render stats go to `say` as they come (a client that asked hears them)."""
+    (e.g. no camera). Blender's render stats go to `say` as they come (a client that asked hears them). Called
+    inside `interrupt.shielded()`, with the settings it changes and puts back: a stop waits until they are back."""
     try:
         with stats_told(say):
             bpy.ops.render.render(*how, write_still=True)
@@ -310,7 +325,7 @@ RENDER_TOOLS = (
         "render_viewport_to_path",
         "Render the viewport",
         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
-        render_viewport,
+        held(render_viewport),
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
@@ -322,7 +337,7 @@ RENDER_TOOLS = (
         "render settings are restored afterwards. With Cycles the interface stays responsive while it renders; "
         "EEVEE and Workbench hold it for the render's duration (interface_responsive says which). Denoising is "
         "skipped where this Blender has no denoiser.",
-        render_thumbnail,
+        held(render_thumbnail),
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),

@@ -130,6 +130,8 @@ def test_a_stream_closed_mid_range_stops_blenders_render(own_blender: HeadlessBl
     assert closed <= stopped < 400  # stopped between frames; how soon is measured in scripts/bench.py (p50 128 ms)
     time.sleep(1.0)
     assert len(list(folder.iterdir())) == stopped
+    # The stop waited for Blender's render to return: raised inside Cycles' own Python it broke Cycles.
+    assert "JobInterrupted" not in own_blender.log_path.read_text(errors="replace")
 
 
 def _empty(folder: Path) -> Path:
@@ -241,3 +243,31 @@ def test_blenders_own_render_stats_are_heard_while_a_frame_renders(blender: Head
     during = [(total, message) for _, total, message in heard if (message or "").startswith("frame 1 (1 of 1): ")]
     assert any("Sample" in message for _, message in during), heard  # Cycles counts its samples in its stats
     asyncio.run(_client(blender, "2026-07-28").call_tool("execute_blender_code", {"code": SMALL}))
+
+
+def test_a_cancelled_script_that_renders_stops_after_the_render_it_is_in(
+    own_blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    """Agent code calling bpy.ops.render.render: the stop waits for that render to return, then ends the script."""
+    folder = _empty(tmp_path / "frames")
+    code = SMALL + (
+        f"for frame in range(1, 401):\n    scene.frame_set(frame)\n"
+        f"    scene.render.filepath = {str(folder)!r} + f'/f{{frame:04d}}.png'\n"
+        "    bpy.ops.render.render(write_still=True)\nresult = {}"
+    )
+
+    async def body() -> Any:
+        async with _client(own_blender, "2026-07-28").session() as client:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call_tool, "execute_blender_code", {"code": code})
+                while len(list(folder.iterdir())) < 2:
+                    await anyio.sleep(0.01)
+                tasks.cancel_scope.cancel()
+            return await client.call_tool("get_objects_summary", {})
+
+    assert not asyncio.run(body()).is_error
+    written = len(list(folder.iterdir()))
+    assert 2 <= written < 400
+    time.sleep(1.0)
+    assert len(list(folder.iterdir())) == written
+    assert "JobInterrupted" not in own_blender.log_path.read_text(errors="replace")
