@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import bpy
 
 from ..errors import JobInterrupted
-from ..interrupt import AGENT_CODE, shielded
+from ..interrupt import AGENT_CODE, checkpoint, shielded
 from ..jsontext import RawJson, dumps
 from ..progress import report
 
@@ -192,7 +192,9 @@ class _Shielded:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         with shielded():
-            return self._operator(*args, **kwargs)
+            result = self._operator(*args, **kwargs)
+        checkpoint()  # a stop asked meanwhile is raised here, where the script called: Python 3.11 has no line events
+        return result
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._operator, name)
