@@ -179,6 +179,15 @@ def shielded() -> Iterator[None]:
         _shielded -= 1
 
 
+def held(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(...)` with a stop asked meanwhile held until it returns (`shielded`), then raised (`checkpoint`), where
+    its caller called it: Python 3.11 has no line events to raise it at agent code's next line."""
+    with shielded():
+        result = fn(*args, **kwargs)
+    checkpoint()
+    return result
+
+
 def stopping() -> bool:
     """Whether the job running on this thread is being stopped (asked inside `shielded`, where nothing raises)."""
     job = _current

@@ -21,7 +21,7 @@ from typing import Any, TextIO
 import bpy
 
 from ..errors import JobInterrupted
-from ..interrupt import AGENT_CODE, checkpoint, shielded
+from ..interrupt import AGENT_CODE, held
 from ..jsontext import RawJson, dumps
 from ..progress import report
 
@@ -191,10 +191,7 @@ class _Shielded:
         self._operator = operator
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with shielded():
-            result = self._operator(*args, **kwargs)
-        checkpoint()  # a stop asked meanwhile is raised here, where the script called: Python 3.11 has no line events
-        return result
+        return held(self._operator, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._operator, name)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import os
 import re
 import shutil
@@ -12,6 +11,7 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -127,19 +127,6 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
             restore()
 
     return Deferred(poll)
-
-
-def held(run: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
-    """`run` with a stop held until its render and its clean-up are done (`interrupt.shielded`), then raised."""
-
-    @functools.wraps(run)
-    def shielded_run(arguments: dict[str, Any]) -> Any:
-        with interrupt.shielded():
-            result = run(arguments)
-        interrupt.checkpoint()
-        return result
-
-    return shielded_run
 
 
 def render_still(*how: str, say: Callable[[float | None, str], None] = progress.report) -> None:
@@ -325,7 +312,7 @@ RENDER_TOOLS = (
         "render_viewport_to_path",
         "Render the viewport",
         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
-        held(render_viewport),
+        partial(interrupt.held, render_viewport),  # a stop waits for the render and the settings put back
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
@@ -337,7 +324,7 @@ RENDER_TOOLS = (
         "render settings are restored afterwards. With Cycles the interface stays responsive while it renders; "
         "EEVEE and Workbench hold it for the render's duration (interface_responsive says which). Denoising is "
         "skipped where this Blender has no denoiser.",
-        held(render_thumbnail),
+        partial(interrupt.held, render_thumbnail),
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
