@@ -26,6 +26,7 @@ from .addon_package import ONE_PREFERENCE, build_addon, install_addon
 from .checks import render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
 from .client_configs import CLIENTS, SERVER, TOOLKIT_SOURCE, Launch, find_launch, host_defaults, write_entry
+from .console_log import LogFileHandler
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     pin.add_argument("--pid", type=int, help="with several Blenders serving, talk to this one only (see `status`)")
     pin.add_argument("--file", help="talk only to the Blender that has this .blend open (a path, or a file name)")
     _runtime_file_option(mcp)
+    mcp.add_argument("--log-file", type=Path, help="keep the log in this file too (0600, rotated at 1 MiB)")
     mcp.set_defaults(handler=_mcp)
 
     connect = commands.add_parser(
@@ -243,7 +245,12 @@ def _call(args: argparse.Namespace) -> int:
 def _mcp(args: argparse.Namespace) -> int:
     from .stdio_server import run  # the server's imports are for this command only
 
-    logging.basicConfig(level=logging.WARNING, format="hermes-blender mcp: %(levelname)s: %(message)s")  # stderr
+    handlers: list[logging.Handler] = [logging.StreamHandler()]  # stderr: stdout is the protocol
+    if args.log_file is not None:
+        handlers.append(LogFileHandler(_expand(str(args.log_file))))
+    for handler in handlers:
+        handler.setFormatter(_Redacting("%(asctime)s hermes-blender mcp: %(levelname)s: %(message)s"))
+    logging.basicConfig(level=logging.WARNING, handlers=handlers)
     run(RuntimeFileSpec(path=args.runtime_file), pid=args.pid, file=args.file)
     return EXIT_OK
 
@@ -378,6 +385,13 @@ def _default_serve_log() -> Path:
 
 def _expand(path: str) -> Path:
     return HostFacts().expand_path(path)
+
+
+class _Redacting(logging.Formatter):
+    """Log lines as the CLI prints: no token, no control characters."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return printable(REDACTOR.redact(super().format(record)))
 
 
 def _progress(message: str) -> None:

@@ -10,6 +10,7 @@ files are 0600 (agents' tracebacks and object names pass through), a folder made
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 from pathlib import Path
@@ -68,3 +69,21 @@ class ConsoleLog:
         else:
             self.path.unlink()
         self._out = self._open()
+
+
+class LogFileHandler(logging.Handler):
+    """A logger's records in the same rotating owner-only file (the stdio server's `--log-file`)."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self._file = ConsoleLog(path)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self._file.write((self.format(record) + "\n").encode("utf-8", errors="replace"))
+        except OSError:
+            self.handleError(record)
+
+    def close(self) -> None:
+        self._file.close()
+        super().close()

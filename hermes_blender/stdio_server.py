@@ -26,7 +26,6 @@ from typing import Any
 import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
-from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from . import __version__
@@ -36,6 +35,7 @@ from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
+from .stdio_wire import stdio_streams
 
 log = logging.getLogger("hermes_blender.mcp")
 
@@ -289,7 +289,7 @@ def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = Non
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
         try:
-            async with stdio_server() as (read, write):
+            async with stdio_streams() as (read, write):
                 await app.run(read, write, options)
         finally:
             await links.close()
