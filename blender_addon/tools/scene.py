@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import fnmatch
 import json
 import re
@@ -302,7 +303,9 @@ def _occupied(branches: tuple[scene_index.Branch, ...], placed: dict[int, list[d
 
 def _object(obj: Any, wanted: _Filter) -> dict[str, Any]:
     view_layer = wanted.view_layer
-    entry: dict[str, Any] = {"name": name_of(obj)}
+    name = name_of(obj)
+    scene_index.remember(name, obj)
+    entry: dict[str, Any] = {"name": name}
     for field in wanted.fields:
         if field == "type":
             entry["type"] = obj.type
@@ -357,7 +360,7 @@ DETAIL_SCHEMA = arguments(
 
 def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     name = arguments["name"]
-    obj = bpy.data.objects.get(name)
+    obj = scene_index.object_named(name)
     if obj is None:
         close = sorted(n for n in (name_of(o) for o in bpy.data.objects) if name.lower() in n.lower())[:10]
         raise ToolError(f"No object named {name!r} in this file", state="not_found", similar_names=close)
@@ -407,6 +410,9 @@ def _dimensions(obj: Any) -> list[float]:
     """
     if not bpy.app.background:
         return list(obj.dimensions)
+    own = _own_dimensions(obj)
+    if own is not None:
+        return own
     scene = bpy.data.scenes.new("hermes-measure")
     try:
         scene.collection.objects.link(obj)
@@ -415,6 +421,32 @@ def _dimensions(obj: Any) -> list[float]:
             return list(obj.evaluated_get(depsgraph).dimensions)
     finally:
         bpy.data.scenes.remove(scene)
+
+
+WITHOUT_BOUNDS = frozenset({"EMPTY", "CAMERA", "LIGHT", "LIGHT_PROBE", "SPEAKER"})
+"""Object types Blender gives no bounds: their dimensions are zero."""
+
+
+def _own_dimensions(obj: Any) -> list[float] | None:
+    """The size read from the object's own data when nothing evaluated can differ from it: a mesh or an empty with
+    no parent, constraints, modifiers, shape keys or animation. A scene of its own costs a walk over every object
+    (linking syncs every view layer, removing remaps every datablock: 120 ms at 200,000 objects); this costs the
+    object's vertices. Blender's arithmetic, in single precision: the bounds' extent times each axis's scale."""
+    if obj.parent is not None or obj.constraints or obj.modifiers or obj.animation_data is not None:
+        return None
+    if obj.type in WITHOUT_BOUNDS:
+        return [0.0, 0.0, 0.0]
+    mesh = obj.data
+    if obj.type != "MESH" or mesh.shape_keys is not None or mesh.animation_data is not None or mesh.is_editmode:
+        return None
+    count = len(mesh.vertices)
+    if not count:
+        return [0.0, 0.0, 0.0]
+    co = array.array("f", bytes(12 * count))
+    mesh.vertices.foreach_get("co", co)
+    scale = array.array("f", (abs(s * d) for s, d in zip(obj.scale, obj.delta_scale, strict=True)))
+    extent = array.array("f", (max(co[axis::3]) - min(co[axis::3]) for axis in range(3)))
+    return list(array.array("f", (e * s for e, s in zip(extent, scale, strict=True))))
 
 
 GET_OBJECT_DETAIL_SUMMARY = Tool(

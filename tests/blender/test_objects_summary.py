@@ -201,3 +201,69 @@ def test_a_page_is_cut_exactly_where_its_entries_pass_the_budget(addon: ModuleTy
         page.add(entry)
     page.fit()
     assert (page.cut, len(page.entries)) == ((False, 3) if spare == 0 else (True, 2))
+
+
+def _detail(name: str) -> dict:
+    return _tools().object_detail({"name": name})
+
+
+def _linked(name: str, data: object = None) -> bpy.types.Object:
+    obj = bpy.data.objects.new(name, data)
+    bpy.context.scene.collection.objects.link(obj)
+    return obj
+
+
+def test_an_object_found_before_is_never_answered_stale_once_renamed_removed_or_replaced(factory_scene: None) -> None:
+    errors = importlib.import_module(f"{ADDON_MODULE}.errors")
+    names = _big_scene({"Seen": 4})
+    _tools().objects_summary({})  # the page shows them: each is found from now on without a walk
+    assert _detail(names[0])["name"] == names[0]
+    bpy.data.objects[names[0]].name = "Renamed"
+    bpy.data.objects.remove(bpy.data.objects[names[1]])
+    bpy.data.objects.remove(bpy.data.objects[names[2]])
+    _linked(names[2], bpy.data.meshes.new("new"))  # another object under a remembered name
+    for gone in names[:2]:
+        with pytest.raises(errors.ToolError) as caught:
+            _detail(gone)
+        assert caught.value.state == "not_found"
+    assert _detail("Renamed")["name"] == "Renamed"
+    assert _detail(names[2])["type"] == "MESH" and _detail(names[2])["data_name"] == "new"  # it was an empty
+    bpy.ops.wm.read_homefile(use_factory_startup=True)  # every object freed and read again
+    assert _detail("Cube")["dimensions"] == [2.0, 2.0, 2.0]
+
+
+def test_dimensions_read_from_an_objects_own_data_are_blenders_evaluated_ones(factory_scene: None) -> None:
+    """Fast (the object's own data) or measured (a scene of its own), each the size Blender's evaluation gives."""
+    points = bpy.data.meshes.new("points")
+    points.from_pydata([(0, 0, 0), (1, 2, 3), (-0.3, 0.7, 0.1)], [], [])
+    turned = _linked("turned", points)
+    turned.scale, turned.rotation_euler, turned.delta_scale = (2, -3, 0.5), (0.3, 0.7, 1.1), (1.5, 1, 1)
+    _linked("empty").empty_display_size = 3
+    instancer = _linked("instancer")
+    instancer.instance_type, instancer.instance_collection = "COLLECTION", bpy.data.collections["Collection"]
+    _linked("spot", bpy.data.lights.new("spot", "SPOT"))
+    _linked("area", bpy.data.lights.new("area", "AREA"))
+    _linked("speaker", bpy.data.speakers.new("speaker"))
+    _linked("probe", bpy.data.lightprobes.new("probe", "SPHERE"))
+    _linked("empty mesh", bpy.data.meshes.new("nothing"))
+    keyed = _linked("keyed", bpy.data.meshes.new("keyed"))
+    keyed.data.from_pydata([(0, 0, 0), (1, 1, 1)], [], [])
+    keyed.shape_key_add(name="Basis")
+    keyed.shape_key_add(name="Far").data[1].co = (5, 5, 5)
+    keyed.data.shape_keys.key_blocks["Far"].value = 1.0
+    child = _linked("child", points)
+    child.parent = bpy.data.objects["Cube"]
+    bpy.data.objects["Cube"].scale = (2, 1, 1)
+    arrayed = _linked("arrayed", points)
+    arrayed.modifiers.new("Array", "ARRAY").count = 3
+    held = _linked("held", points)
+    limit = held.constraints.new("LIMIT_SCALE")
+    limit.use_max_x, limit.max_x = True, 0.5
+    driven = _linked("driven", points)
+    driven.driver_add("scale", 0).driver.expression = "4"
+    names = [obj.name for obj in bpy.data.objects]
+    told = {name: _detail(name)["dimensions"] for name in names}
+    bpy.context.view_layer.update()  # the whole scene evaluated, to compare with
+    assert told == {name: list(bpy.data.objects[name].dimensions) for name in names}
+    assert told["turned"] == [3.8999998569488525, 6.0, 1.5] and told["keyed"][0] == 5.0  # the shape key moved it
+    assert told["held"][0] == 0.6499999761581421 and told["driven"][0] == 5.199999809265137
