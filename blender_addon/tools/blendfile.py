@@ -9,7 +9,7 @@ from typing import Any
 
 import bpy
 
-from .base import NO_ARGUMENTS, Tool, arguments, shallow
+from .base import BUDGET, NO_ARGUMENTS, Tool, arguments, budgeted, shallow
 
 DEFAULT_LIMIT = 500
 LIMIT_SCHEMA = arguments(
@@ -18,7 +18,8 @@ LIMIT_SCHEMA = arguments(
         "minimum": 1,
         "maximum": 5000,
         "default": DEFAULT_LIMIT,
-        "description": "At most this many list entries.",
+        "description": f"At most this many list entries. Without it, lists stop at about {BUDGET} characters in "
+        "all (cut_at_budget says so; the counts are whole).",
     }
 )
 COUNTED = (
@@ -55,25 +56,31 @@ COUNTED = (
 _FILE_BACKED = ("images", "libraries", "sounds", "movieclips", "fonts", "volumes", "cache_files")
 
 
-def datablocks(arguments: dict[str, Any]) -> dict[str, Any]:
+def _limited(arguments: dict[str, Any], **lists: list[Any]) -> tuple[dict[str, list[Any]], dict[str, bool]]:
+    """Each list up to the limit, and within the budget when the caller named no limit."""
     limit = arguments.get("limit", DEFAULT_LIMIT)
+    return budgeted({key: entries[:limit] for key, entries in lists.items()}, sized="limit" in arguments)
+
+
+def datablocks(arguments: dict[str, Any]) -> dict[str, Any]:
     data = bpy.data
     scene = bpy.context.scene
     workspaces = sorted(ws.name for ws in data.workspaces)
+    lists, cut = _limited(arguments, workspaces=workspaces)
     window = bpy.context.window
     return {
         "status": "ok",
         "datablock_counts": {name: len(getattr(data, name)) for name in COUNTED if hasattr(data, name)},
         "render_engine": scene.render.engine,
         "scene_name": scene.name,
-        "workspaces": workspaces[:limit],
+        "workspaces": lists["workspaces"],
         "workspace_count": len(workspaces),
         "active_workspace": window.workspace.name if window is not None else None,
+        **cut,
     }
 
 
 def missing_files(arguments: dict[str, Any]) -> dict[str, Any]:
-    limit = arguments.get("limit", DEFAULT_LIMIT)
     missing: list[dict[str, Any]] = []
     checked = 0
     for kind in _FILE_BACKED:
@@ -89,12 +96,11 @@ def missing_files(arguments: dict[str, Any]) -> dict[str, Any]:
             absolute = bpy.path.abspath(path, library=block.library)
             if not os.path.exists(absolute):
                 missing.append({"type": kind, "name": block.name, "filepath": path, "absolute_path": absolute})
-    return {"status": "ok", "missing_files": missing[:limit], "missing_count": len(missing), "total_checked": checked}
+    lists, cut = _limited(arguments, missing_files=missing)
+    return {"status": "ok", **lists, "missing_count": len(missing), "total_checked": checked, **cut}
 
 
 def linked_libraries(arguments: dict[str, Any]) -> dict[str, Any]:
-    limit = arguments.get("limit", DEFAULT_LIMIT)
-
     def entry(library: Any) -> dict[str, Any]:
         absolute = bpy.path.abspath(library.filepath)
         return {
@@ -107,12 +113,8 @@ def linked_libraries(arguments: dict[str, Any]) -> dict[str, Any]:
     libraries = list(bpy.data.libraries)
     direct = [entry(lib) for lib in libraries if lib.parent is None]
     indirect = [entry(lib) for lib in libraries if lib.parent is not None]
-    return {
-        "status": "ok",
-        "direct_libraries": direct[:limit],
-        "indirect_libraries": indirect[:limit],
-        "total_library_count": len(libraries),
-    }
+    lists, cut = _limited(arguments, direct_libraries=direct, indirect_libraries=indirect)
+    return {"status": "ok", **lists, "total_library_count": len(libraries), **cut}
 
 
 def path_info(arguments: dict[str, Any]) -> dict[str, Any]:

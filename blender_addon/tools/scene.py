@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import array
 import fnmatch
-import json
 import re
 from typing import Any
 
@@ -12,13 +11,11 @@ import bpy
 
 from ..errors import ToolError
 from . import scene_index
-from .base import Tool, arguments, name_of, shallow
+from .base import BUDGET, Tool, arguments, budgeted, fitting, name_of, shallow
 
 DEFAULT_PAGE = 100
 """Objects in a page when the caller names no limit: with the counts first, an answer a model can take whole."""
 MAX_PAGE = 5000
-BUDGET = 20_000
-"""Characters of object entries in a page the caller did not size; the page ends early rather than pass it."""
 FIELDS = ("type", "parent", "data_name", "selected", "visible", "hide_viewport", "instance_collection")
 """Each object's fields, the official tool's names; `name` always comes."""
 COLLECTIONS_LISTED = 50
@@ -195,20 +192,13 @@ class _Page:
         return not self.full()
 
     def fit(self) -> None:
-        """Cut the page where its entries pass the budget (each counted as its JSON text and a separator; the
-        first always fits). Measured as one list first, which costs one encoding where one per entry cost 40%
-        of a page: the list's text is the entries' plus two characters each."""
-        if self.budget is None or not self.entries:
+        """Cut the page where its entries pass the budget (`fitting`)."""
+        if self.budget is None:
             return
-        if len(json.dumps(self.entries, ensure_ascii=False)) - len(self.entries) <= self.budget:
-            return
-        spent = 0
-        for kept, entry in enumerate(self.entries):
-            spent += len(json.dumps(entry, ensure_ascii=False)) + 1
-            if kept and spent > self.budget:
-                del self.entries[kept:]
-                self.cut = True
-                return
+        count, _ = fitting(self.entries, self.budget)
+        if count < len(self.entries):
+            del self.entries[count:]
+            self.cut = True
 
 
 def _read(index: scene_index.Index, wanted: _Filter, page: _Page) -> tuple[dict[str, Any] | None, int]:
@@ -346,14 +336,17 @@ GET_OBJECTS_SUMMARY = Tool(
 )
 
 
+DETAIL_CHILDREN = 200
+"""Children named when the caller gives no limit (all are counted in children_total)."""
 DETAIL_SCHEMA = arguments(
     name={"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
     limit={
         "type": "integer",
         "minimum": 1,
         "maximum": MAX_PAGE,
-        "default": 200,
-        "description": "At most this many children listed.",
+        "default": DETAIL_CHILDREN,
+        "description": f"At most this many children listed. Without it the answer's lists stop at about {BUDGET} "
+        "characters in all (cut_at_budget says so); with it they are whole, the children up to this many.",
     },
 )
 
@@ -364,9 +357,21 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     if obj is None:
         close = sorted(n for n in (name_of(o) for o in bpy.data.objects) if name.lower() in n.lower())[:10]
         raise ToolError(f"No object named {name!r} in this file", state="not_found", similar_names=close)
-    limit = arguments.get("limit", 200)
     children = sorted(obj.children, key=_name)
     view_layer = bpy.context.view_layer
+    lists, cut = budgeted(
+        {
+            "modifiers": [
+                {"name": name_of(m), "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
+                for m in obj.modifiers
+            ],
+            "constraints": [{"name": name_of(c), "type": c.type, "enabled": c.enabled} for c in obj.constraints],
+            "materials": [name_of(s.material) if s.material is not None else None for s in obj.material_slots],
+            "collections": [name_of(collection) for collection in obj.users_collection],
+            "children": [name_of(child) for child in children[: arguments.get("limit", DETAIL_CHILDREN)]],
+        },
+        sized="limit" in arguments,
+    )
     return {
         "status": "ok",
         "name": name_of(obj),
@@ -381,21 +386,19 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
         "scale": list(obj.scale),
         "dimensions": _dimensions(obj),
         "parent": name_of(obj.parent) if obj.parent is not None else None,
-        "children": [name_of(child) for child in children[:limit]],
+        "children": lists["children"],
         "children_total": len(children),
-        "modifiers": [
-            {"name": name_of(m), "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
-            for m in obj.modifiers
-        ],
-        "constraints": [{"name": name_of(c), "type": c.type, "enabled": c.enabled} for c in obj.constraints],
-        "materials": [name_of(slot.material) if slot.material is not None else None for slot in obj.material_slots],
+        "modifiers": lists["modifiers"],
+        "constraints": lists["constraints"],
+        "materials": lists["materials"],
         "visibility": {
             "visible": obj.visible_get(view_layer=view_layer),
             "hide_viewport": obj.hide_viewport,
             "hide_render": obj.hide_render,
             "hidden_in_view_layer": obj.hide_get(view_layer=view_layer),
         },
-        "collections": [name_of(collection) for collection in obj.users_collection],
+        "collections": lists["collections"],
+        **cut,
     }
 
 
@@ -454,7 +457,8 @@ GET_OBJECT_DETAIL_SUMMARY = Tool(
     title="One object in detail",
     description=(
         "Details of one object by name: type, data, transform (location, rotation, scale, dimensions), parent and "
-        "children, modifiers, constraints, material slots, visibility and collections."
+        "children, modifiers, constraints, material slots, visibility and collections. Its lists stop at about "
+        f"{BUDGET} characters unless you pass limit."
     ),
     run=object_detail,
     input_schema=DETAIL_SCHEMA,
