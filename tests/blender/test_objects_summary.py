@@ -162,6 +162,11 @@ def test_filters_keep_only_what_was_asked(factory_scene: None) -> None:
     page = tools.objects_summary({"type": ["LIGHT"], "fields": ["type"]})
     assert page["total_objects"] == 1 and _objects(page["collections"][0]) == [{"name": "Light", "type": "LIGHT"}]
     assert page["counts"]["total"] == 33  # the counts are the scene's, whatever the filter
+    unfiltered = tools.objects_summary({"fields": ["parent"], "limit": 2})
+    assert _objects(unfiltered["collections"][0]) == [
+        {"name": "Cube", "parent": None},
+        {"name": "Light", "parent": None},
+    ]
 
 
 def test_a_collection_that_is_not_there_is_named_in_the_error(factory_scene: None) -> None:
