@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hermes_blender.blender_host import ADDON_MODULE  # noqa: E402
 from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
 from hermes_blender.headless import HeadlessBlender  # noqa: E402
@@ -482,7 +483,7 @@ result = {{}}
 """A scene is built in steps of 100,000 objects: each step is one request, well inside a job's deadline."""
 
 
-FLOOR_CODE = """import bpy, time
+FLOOR_CODE = """import bpy, importlib, time
 view_layer = bpy.context.view_layer
 def walk(collection):
     yield collection
@@ -495,16 +496,21 @@ for collection in walk(bpy.context.scene.collection):
     if lo < hi:
         found += list(collection.objects[lo - start : hi - start])
     start += count
-samples = []
+samples, tool_samples = [], []
+tool = importlib.import_module({tools!r}).objects_summary
 for _ in range(20):
     started = time.perf_counter()
     page = [
         (o.name, o.type, o.parent.name if o.parent else None, o.data.name if o.data else None,
-         o.select_get(view_layer=view_layer), o.visible_get(view_layer=view_layer), o.hide_get(view_layer=view_layer))
+         o.select_get(view_layer=view_layer), o.visible_get(view_layer=view_layer), o.hide_get(view_layer=view_layer),
+         o.instance_collection.name if o.type == 'EMPTY' and o.instance_collection else None)
         for o in found
     ]
     samples.append(time.perf_counter() - started)
-result = {{'p50': sorted(samples)[10] * 1000, 'objects': len(found)}}
+    started = time.perf_counter()
+    tool({{'offset': {offset}}})
+    tool_samples.append(time.perf_counter() - started)
+result = {{'p50': sorted(samples)[10] * 1000, 'tool_p50': sorted(tool_samples)[10] * 1000, 'objects': len(found)}}
 """
 
 
@@ -556,8 +562,15 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
         before = time.perf_counter()
         call("get_object_detail_summary", {"name": name})
         detail_samples.append(time.perf_counter() - before)
+    unseen = []  # objects no page showed and no detail found: Blender's own walk finds them
+    for i in range(5):
+        call("execute_blender_code", change)
+        before = time.perf_counter()
+        call("get_object_detail_summary", {"name": f"obj_{size // 3 + 2 * i + 1:07d}"})
+        unseen.append(time.perf_counter() - before)
     call("get_objects_summary", {})  # the counts again after the changes
-    floor = call("execute_blender_code", {"code": FLOOR_CODE.format(offset=middle)})["structuredContent"]["result"]
+    code = FLOOR_CODE.format(offset=middle, tools=f"{ADDON_MODULE}.tools.scene")
+    floor = call("execute_blender_code", {"code": code})["structuredContent"]["result"]
     row = {
         "shape": shape,
         "objects": size,
@@ -567,8 +580,11 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
         "last": p50("get_objects_summary", {"offset": last}),
         "limit_1": p50("get_objects_summary", {"offset": middle, "limit": 1}),
         "detail_after_change": percentiles(detail_samples)["p50"],
+        "detail_unseen": percentiles(unseen)["p50"],
         "default_text_chars": len(first["content"][0]["text"]),
         "floor": floor["p50"],
+        "in_blender": floor["tool_p50"],
+        "transport": timed(lambda: link.post("/mcp", *DISCOVER), 20, warmup=2)["p50"],
     }
     if memory:
         process = psutil.Process(endpoint.pid)
@@ -687,6 +703,32 @@ def machine() -> dict[str, Any]:
     }
 
 
+def scale_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """The scale table as printed."""
+    lines: list[str] = []
+    lines.append(
+        f"{'scene':<16}{'objects':>9}{'page 0':>9}{'middle':>9}{'last':>9}{'limit=1':>9}{'detail*':>9}{'unseen':>9}"
+        f"{'floor':>8}{'in Bl.':>8}{'in/floor':>9}{'http':>7}{'mid/floor':>10}{'chars':>8}"
+    )
+    for s in rows:
+        lines.append(
+            f"{s['shape']:<16}{s['objects']:>9}{s['first']:>9.2f}{s['middle']:>9.2f}{s['last']:>9.2f}"
+            f"{s['limit_1']:>9.2f}{s['detail_after_change']:>9.2f}{s['detail_unseen']:>9.2f}{s['floor']:>8.2f}"
+            f"{s['in_blender']:>8.2f}{s['in_blender'] / s['floor']:>9.2f}{s['transport']:>7.2f}"
+            f"{s['middle'] / s['floor']:>10.2f}{s['default_text_chars']:>8}"
+        )
+    lines.append("p50 ms; detail* = get_object_detail_summary right after a change (an object seen before); unseen =")
+    lines.append("the same for objects no page showed; floor = bpy reading the same fields of 100 objects in Blender;")
+    lines.append("in Bl. = the middle page's tool call inside Blender; http = server/discover on the same connection")
+    lines.append("(transport and envelope, no tool); chars = the default answer's text")
+    for s in rows:
+        if "rss_growth_mib_10k_calls" in s:
+            lines.append(
+                f"Blender's memory over 10,000 page calls ({s['objects']} objects): {s['rss_growth_mib_10k_calls']:+.1f} MiB"
+            )
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of tables")
@@ -703,8 +745,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--million", action="store_true", help="add 1,000,000-object scenes to the scale table (minutes, about 4 GiB)"
     )
+    parser.add_argument(
+        "--scale-only", action="store_true", help="only the scale table (big scenes), a Blender per row"
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.scale_only:
+        rows = scale_table(([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]) + [1_000_000] * args.million)
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(scale_lines(rows)))
+        return 0
     if args.flood is not None:
         flood(args.flood)
         return 0
@@ -855,23 +904,7 @@ def render(report: dict[str, Any]) -> str:
         f"time to ready (process start -> runtime file -> first answer): p50 {r['p50']:.0f} ms, max {r['p99']:.0f} ms (n={r['n']})",
         "",
     ]
-    lines.append(
-        f"{'scene':<16}{'objects':>9}{'page 0':>9}{'middle':>9}{'last':>9}{'limit=1':>9}{'detail*':>9}"
-        f"{'floor':>8}{'mid/floor':>10}{'chars':>8}"
-    )
-    for s in report["scale"]:
-        lines.append(
-            f"{s['shape']:<16}{s['objects']:>9}{s['first']:>9.2f}{s['middle']:>9.2f}{s['last']:>9.2f}"
-            f"{s['limit_1']:>9.2f}{s['detail_after_change']:>9.2f}{s['floor']:>8.2f}"
-            f"{s['middle'] / s['floor']:>10.2f}{s['default_text_chars']:>8}"
-        )
-    lines.append("p50 ms; detail* = get_object_detail_summary right after a change; floor = bpy reading the same")
-    lines.append("fields of 100 objects in Blender; chars = the default answer's text")
-    for s in report["scale"]:
-        if "rss_growth_mib_10k_calls" in s:
-            lines.append(
-                f"Blender's memory over 10,000 page calls ({s['objects']} objects): {s['rss_growth_mib_10k_calls']:+.1f} MiB"
-            )
+    lines += scale_lines(report["scale"])
     return "\n".join(lines)
 
 

@@ -168,8 +168,9 @@ def subtree(index: Index, name: str) -> tuple[Branch, ...]:
     raise KeyError(name)
 
 
-KEPT_NAMES = 100_000
-"""Objects remembered by name (those pages have shown and details have found); beyond it, the memory starts over."""
+KEPT_NAMES = 10_000
+"""Objects remembered by name (those the last pages showed and details found): about 2 MiB; beyond it, the memory
+starts over, so it stays flat however many pages are read."""
 _named: dict[str, Any] = {}
 
 
