@@ -52,21 +52,25 @@ async def stdio_streams() -> AsyncIterator[tuple[Any, Any]]:
         return
     wire_in, wire_out = os.dup(0), os.dup(1)
     _divert()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=READ_SIZE)
-    read_transport, _ = await loop.connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
-    )
-    write_transport, protocol = await loop.connect_write_pipe(
-        asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
-    )
-    writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+    transports: list[asyncio.BaseTransport] = []
     try:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=READ_SIZE)
+        read_transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(wire_in, "rb", buffering=0, closefd=False)
+        )
+        transports.append(read_transport)
+        write_transport, protocol = await loop.connect_write_pipe(
+            asyncio.streams.FlowControlMixin, os.fdopen(wire_out, "wb", buffering=0, closefd=False)
+        )
+        transports.append(write_transport)
+        write_transport.set_write_buffer_limits(high=0)  # a flush returns once the message is in the pipe
+        writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
         async with stdio_server(stdin=_Lines(reader), stdout=_Writes(writer)) as streams:  # type: ignore[arg-type]
             yield streams
     finally:
-        read_transport.close()
-        write_transport.close()
+        for transport in transports:
+            transport.close()
         for wire, fd in ((wire_in, 0), (wire_out, 1)):
             os.set_blocking(wire, True)
             os.dup2(wire, fd)
@@ -113,7 +117,7 @@ class _Lines:
 
 
 class _Writes:
-    """stdout as the SDK writes it (`write` then `flush`): the loop's pipe, waiting only when the client lags."""
+    """stdout as the SDK writes it (`write` then `flush`): the loop's pipe; a flush waits while the client lags."""
 
     def __init__(self, writer: asyncio.StreamWriter) -> None:
         self._writer = writer

@@ -120,3 +120,11 @@ def test_log_file_is_owner_only_and_holds_what_stderr_says(tmp_path: Path) -> No
     assert stat.S_IMODE(log_file.stat().st_mode) == 0o600
     assert "a message over 64 MiB; it was dropped" in log_file.read_text()
     assert "a message over 64 MiB; it was dropped" in (tmp_path / "stderr.txt").read_text()
+
+
+def test_a_client_that_reads_late_gets_every_answer_whole(server: subprocess.Popen) -> None:
+    requests = [{"jsonrpc": "2.0", "id": n, "method": "tools/list"} for n in range(2, 102)]
+    _send(server.stdin, *requests)  # about 3 MB of answers, far more than a pipe holds, before one is read
+    answers = [_answer(server.stdout) for _ in requests]
+    assert sorted(answer["id"] for answer in answers) == list(range(2, 102))
+    assert all(len(answer["result"]["tools"]) == len(answers[0]["result"]["tools"]) for answer in answers)
