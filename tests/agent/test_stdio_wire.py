@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import pty
 import stat
 import subprocess
 import sys
+import tty
 from pathlib import Path
 from typing import IO, Any
 
@@ -96,15 +98,21 @@ def test_a_message_over_the_limit_is_dropped_said_in_the_log_and_the_session_goe
     assert "a message over 64 MiB; it was dropped" in (tmp_path / "stderr.txt").read_text()
 
 
-def test_a_file_on_stdin_is_served_through_the_sdks_transport(tmp_path: Path) -> None:
-    requests = tmp_path / "requests.jsonl"
-    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
-    requests.write_text("".join(json.dumps(m) + "\n" for m in (INITIALIZE, INITIALIZED, ping)))
-    answers = tmp_path / "answers.jsonl"
-    with requests.open("rb") as stdin, answers.open("wb") as stdout:
-        assert _start(tmp_path, stdin=stdin, stdout=stdout).wait(timeout=30) == 0
-    lines = [json.loads(line) for line in answers.read_text().splitlines()]
-    assert [line["id"] for line in lines] == [1, 2]
+def test_a_terminal_is_served_through_the_sdks_transport_and_left_blocking(tmp_path: Path) -> None:
+    controller, terminal = pty.openpty()
+    tty.setraw(terminal)
+    process = _start(tmp_path, stdin=terminal)
+    try:
+        ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+        os.write(controller, b"".join(json.dumps(m).encode() + b"\n" for m in (INITIALIZE, INITIALIZED, ping)))
+        assert [_answer(process.stdout)["id"] for _ in range(2)] == [1, 2]
+        assert os.get_blocking(terminal)  # the user's shell shares this terminal: never left non-blocking
+    finally:
+        process.kill()
+        process.wait(timeout=20)
+        process.stdout.close()
+        os.close(controller)
+        os.close(terminal)
 
 
 def test_log_file_is_owner_only_and_holds_what_stderr_says(tmp_path: Path) -> None:
