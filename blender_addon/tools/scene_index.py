@@ -6,6 +6,9 @@ are kept with a revision, and the revision moves on with every change the bridge
 own handlers (depsgraph updates, undo, redo, a file loaded) and every tool or Lab request that may
 change the scene. A page that finds a collection shorter than its kept count (a change nothing
 announced) is never answered from the stale counts: the index is rebuilt and the page read again.
+
+The objects pages show are also remembered by name, across changes, so that a detail asked next finds its
+object without Blender's walk over every name; each is checked when used (`object_named`).
 """
 
 from __future__ import annotations
@@ -195,6 +198,6 @@ def object_named(name: str) -> Any | None:
             pass
         del _named[name]
     found = bpy.data.objects.get(name)
-    if found is not None:
+    if found is not None and found.library is None:
         remember(name, found)
     return found
