@@ -543,7 +543,9 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
         return reply["result"]
 
     def p50(name: str, arguments: dict[str, Any], n: int = 20) -> float:
-        return timed(lambda: call(name, arguments), n, warmup=2)["p50"]
+        """The answer as it arrives (its bytes, as the floors' are): a client's parse is the client's."""
+        request = modern_request("tools/call", {"name": name, "arguments": arguments})
+        return timed(lambda: link.post("/mcp", *request), n, warmup=2)["p50"]
 
     started = time.perf_counter()
     call("execute_blender_code", {"code": SCENE_CODE.format(spread=spread)})

@@ -425,8 +425,9 @@ def _dimensions(obj: Any) -> list[float]:
         bpy.data.scenes.remove(scene)
 
 
-WITHOUT_BOUNDS = frozenset({"EMPTY", "CAMERA", "LIGHT", "LIGHT_PROBE", "SPEAKER"})
-"""Object types Blender gives no bounds: their dimensions are zero."""
+WITHOUT_BOUNDS = frozenset({"EMPTY", "CAMERA", "LIGHT", "SPEAKER"})
+"""Object types Blender gives no bounds in every line we serve: their dimensions are zero (a light probe has
+bounds from Blender 5.3 on)."""
 
 
 def _own_dimensions(obj: Any) -> list[float] | None:
