@@ -19,20 +19,9 @@ from typing import IO, Any
 import pytest
 
 from hermes_blender.stdio_wire import MAX_LINE
+from tests.stdio_frames import INITIALIZE, INITIALIZED
 
 pytestmark = pytest.mark.timeout(60)
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "wire-test", "version": "1"},
-    },
-}
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
 
 
 def _start(

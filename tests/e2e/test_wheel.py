@@ -19,6 +19,7 @@ import pytest
 from hermes_blender import __version__
 from hermes_blender.headless import HeadlessBlender
 from tests.conftest import REPO_ROOT
+from tests.stdio_frames import INITIALIZE, INITIALIZED
 
 
 @pytest.fixture(scope="module")
@@ -89,17 +90,8 @@ def test_the_installed_wheels_stdio_server_lists_the_shipped_tools_without_blend
 ) -> None:
     """What a client sees from `hermes-blender mcp` before Blender ever started: the handshake and the tool list."""
     frames = [
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"},
-            },
-        },
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        INITIALIZE,
+        INITIALIZED,
         {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
     ]
     env = {key: value for key, value in os.environ.items() if key not in ("VIRTUAL_ENV", "PYTHONPATH")}
