@@ -5,6 +5,7 @@ print (a refused connection, a failing script): written straight to one file, th
 bound. So the child's output comes through a pipe and is appended here, a line at a time, into a
 file of at most MAX_BYTES with BACKUPS older ones beside it, as the bridge's own log does. The
 files are 0600 (agents' tracebacks and object names pass through), a folder made here 0700.
+The stdio server's `--log-file` is kept the same way (`LogFileHandler`).
 """
 
 from __future__ import annotations
