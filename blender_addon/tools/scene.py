@@ -5,6 +5,7 @@ from __future__ import annotations
 import array
 import fnmatch
 import re
+from collections.abc import Callable
 from typing import Any
 
 import bpy
@@ -337,6 +338,22 @@ GET_OBJECTS_SUMMARY = Tool(
 
 DETAIL_CHILDREN = 200
 """Children named when the caller gives no limit (all are counted in children_total)."""
+DETAIL_FIELDS = (
+    "data_name",
+    "location",
+    "rotation",
+    "scale",
+    "dimensions",
+    "parent",
+    "children",
+    "modifiers",
+    "constraints",
+    "materials",
+    "visibility",
+    "collections",
+)
+"""The detail's fields, the official tool's names (`children` brings `children_total`); `name` and `type` always
+come."""
 DETAIL_SCHEMA = arguments(
     name={"type": "string", "minLength": 1, "maxLength": 1024, "description": "The object's name."},
     limit={
@@ -347,6 +364,18 @@ DETAIL_SCHEMA = arguments(
         "description": f"At most this many children listed. Without it the answer's lists stop at about {BUDGET} "
         "characters in all (cut_at_budget says so); with it they are whole, the children up to this many.",
     },
+    fields={
+        "type": "array",
+        "items": {"type": "string", "enum": list(DETAIL_FIELDS)},
+        "maxItems": len(DETAIL_FIELDS),
+        "default": list(DETAIL_FIELDS),
+        # Blender keeps no index of an object's children or collections, and none can be kept across agent code
+        # (it may reparent or relink anything without a signal): each is a walk in C, 0.3 s at a million objects.
+        "description": "The fields to read besides name and type (default: all of them). children and "
+        "collections each cost a walk over every object in the file, and so do the dimensions of an object with "
+        "a parent, modifiers, constraints, shape keys or animation in a background Blender: in a big scene, leave "
+        "out what you do not need.",
+    },
 )
 
 
@@ -356,49 +385,47 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
     if obj is None:
         close = sorted(n for n in (name_of(o) for o in bpy.data.objects) if name.lower() in n.lower())[:10]
         raise ToolError(f"No object named {name!r} in this file", state="not_found", similar_names=close)
-    children = sorted(obj.children, key=_name)
+    wanted = set(arguments.get("fields", DETAIL_FIELDS))
+    children = sorted(obj.children, key=_name) if "children" in wanted else []
+    lists = {key: read(obj) for key, read in _LISTS.items() if key in wanted}
+    if "children" in wanted:
+        lists["children"] = [name_of(child) for child in children[: arguments.get("limit", DETAIL_CHILDREN)]]
+    kept, cut = budgeted(lists, sized="limit" in arguments)
+    answer: dict[str, Any] = {"status": "ok", "name": name_of(obj), "type": obj.type}
+    for field in DETAIL_FIELDS:
+        if field in kept:
+            answer[field] = kept[field]
+        elif field in wanted:
+            answer[field] = _FACTS[field](obj)
+        if field == "children" and field in wanted:
+            answer["children_total"] = len(children)
+    return {**answer, **cut}
+
+
+def _rotation(obj: Any) -> dict[str, Any]:
+    return {"mode": obj.rotation_mode, "euler": list(obj.rotation_euler), "quaternion": list(obj.rotation_quaternion)}
+
+
+def _visibility(obj: Any) -> dict[str, bool]:
     view_layer = bpy.context.view_layer
-    lists, cut = budgeted(
-        {
-            "modifiers": [
-                {"name": name_of(m), "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
-                for m in obj.modifiers
-            ],
-            "constraints": [{"name": name_of(c), "type": c.type, "enabled": c.enabled} for c in obj.constraints],
-            "materials": [name_of(s.material) if s.material is not None else None for s in obj.material_slots],
-            "collections": [name_of(collection) for collection in obj.users_collection],
-            "children": [name_of(child) for child in children[: arguments.get("limit", DETAIL_CHILDREN)]],
-        },
-        sized="limit" in arguments,
-    )
     return {
-        "status": "ok",
-        "name": name_of(obj),
-        "type": obj.type,
-        "data_name": name_of(obj.data) if obj.data is not None else None,
-        "location": list(obj.location),
-        "rotation": {
-            "mode": obj.rotation_mode,
-            "euler": list(obj.rotation_euler),
-            "quaternion": list(obj.rotation_quaternion),
-        },
-        "scale": list(obj.scale),
-        "dimensions": _dimensions(obj),
-        "parent": name_of(obj.parent) if obj.parent is not None else None,
-        "children": lists["children"],
-        "children_total": len(children),
-        "modifiers": lists["modifiers"],
-        "constraints": lists["constraints"],
-        "materials": lists["materials"],
-        "visibility": {
-            "visible": obj.visible_get(view_layer=view_layer),
-            "hide_viewport": obj.hide_viewport,
-            "hide_render": obj.hide_render,
-            "hidden_in_view_layer": obj.hide_get(view_layer=view_layer),
-        },
-        "collections": lists["collections"],
-        **cut,
+        "visible": obj.visible_get(view_layer=view_layer),
+        "hide_viewport": obj.hide_viewport,
+        "hide_render": obj.hide_render,
+        "hidden_in_view_layer": obj.hide_get(view_layer=view_layer),
     }
+
+
+_LISTS: dict[str, Callable[[Any], list[Any]]] = {
+    # In this order they share the budget, children last (`object_detail` adds them).
+    "modifiers": lambda obj: [
+        {"name": name_of(m), "type": m.type, "show_viewport": m.show_viewport, "show_render": m.show_render}
+        for m in obj.modifiers
+    ],
+    "constraints": lambda obj: [{"name": name_of(c), "type": c.type, "enabled": c.enabled} for c in obj.constraints],
+    "materials": lambda obj: [name_of(s.material) if s.material is not None else None for s in obj.material_slots],
+    "collections": lambda obj: [name_of(collection) for collection in obj.users_collection],
+}
 
 
 def _dimensions(obj: Any) -> list[float]:
@@ -452,17 +479,30 @@ def _own_dimensions(obj: Any) -> list[float] | None:
     return list(array.array("f", (e * s for e, s in zip(extent, scale, strict=True))))
 
 
+_FACTS: dict[str, Callable[[Any], Any]] = {
+    "data_name": lambda obj: name_of(obj.data) if obj.data is not None else None,
+    "location": lambda obj: list(obj.location),
+    "rotation": _rotation,
+    "scale": lambda obj: list(obj.scale),
+    "dimensions": _dimensions,
+    "parent": lambda obj: name_of(obj.parent) if obj.parent is not None else None,
+    "visibility": _visibility,
+}
+
+
 GET_OBJECT_DETAIL_SUMMARY = Tool(
     name="get_object_detail_summary",
     title="One object in detail",
     description=(
         "Details of one object by name: type, data, transform (location, rotation, scale, dimensions), parent and "
         "children, modifiers, constraints, material slots, visibility and collections. Its lists stop at about "
-        f"{BUDGET} characters unless you pass limit."
+        f"{BUDGET} characters unless you pass limit; fields picks what to read (in a big scene, children and "
+        "collections cost a walk over every object)."
     ),
     run=object_detail,
     input_schema=DETAIL_SCHEMA,
     output_schema=shallow(
+        required=("status", "name", "type"),
         status="string",
         name="string",
         type="string",

@@ -272,3 +272,55 @@ def test_dimensions_read_from_an_objects_own_data_are_blenders_evaluated_ones(fa
     assert told == {name: list(bpy.data.objects[name].dimensions) for name in names}
     assert told["turned"] == [3.8999998569488525, 6.0, 1.5] and told["keyed"][0] == 5.0  # the shape key moved it
     assert told["held"][0] == 0.6499999761581421 and told["driven"][0] == 5.199999809265137
+
+
+class _Reads:
+    """An object that says which of its attributes were read (the detail's walks are attribute reads)."""
+
+    def __init__(self, obj: bpy.types.Object) -> None:
+        self.read: set[str] = set()
+        self._obj = obj
+
+    def __getattr__(self, name: str) -> object:
+        self.read.add(name)
+        return getattr(self._obj, name)
+
+
+def test_a_detail_reads_only_the_fields_asked_and_never_walks_for_the_others(
+    factory_scene: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scene_index = importlib.import_module(f"{ADDON_MODULE}.tools.scene_index")
+    cube = _Reads(bpy.data.objects["Cube"])
+    monkeypatch.setattr(scene_index, "object_named", lambda name: cube)
+    answer = _tools().object_detail({"name": "Cube", "fields": ["location", "dimensions"]})
+    assert answer == {
+        "status": "ok",
+        "name": "Cube",
+        "type": "MESH",
+        "location": [0.0, 0.0, 0.0],
+        "dimensions": [2.0, 2.0, 2.0],
+    }
+    assert not cube.read & {"children", "users_collection", "material_slots"}
+    whole = _tools().object_detail({"name": "Cube"})
+    assert list(whole) == [
+        "status",
+        "name",
+        "type",
+        "data_name",
+        "location",
+        "rotation",
+        "scale",
+        "dimensions",
+        "parent",
+        "children",
+        "children_total",
+        "modifiers",
+        "constraints",
+        "materials",
+        "visibility",
+        "collections",
+    ]
+    assert whole["collections"] == ["Collection"] and whole["children_total"] == 0
+    assert {"children", "users_collection"} <= cube.read
+    children = _tools().object_detail({"name": "Cube", "fields": ["children"]})
+    assert children == {"status": "ok", "name": "Cube", "type": "MESH", "children": [], "children_total": 0}

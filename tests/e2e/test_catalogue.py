@@ -366,19 +366,20 @@ def test_every_result_validates_against_its_schema(factory: Session, tmp_path: P
             "    bpy.context.scene.collection.objects.link(o)\nresult = {}"
         )
     schemas = {tool["name"]: tool.get("outputSchema") for tool in asyncio.run(factory.client.list_tools())}
-    calls = {
-        "get_objects_summary": {},
-        "get_object_detail_summary": {"name": "Cube"},
-        "get_blendfile_summary_datablocks": {},
-        "get_blendfile_summary_missing_files": {},
-        "get_blendfile_summary_of_linked_libraries": {},
-        "get_blendfile_summary_path_info": {},
-        "get_blendfile_summary_usage_guess": {},
-        "execute_blender_code": {"code": "print('hi')\nresult = {'n': len(bpy.data.objects)}"},
-        "render_viewport_to_path": {"output_path": str(tmp_path / "v.png")},
-        "render_thumbnail_to_path": {"output_path": str(tmp_path / "t.png")},
-    }
-    for name, arguments in calls.items():
+    calls = [
+        ("get_objects_summary", {}),
+        ("get_object_detail_summary", {"name": "Cube"}),
+        ("get_object_detail_summary", {"name": "Cube", "fields": ["location"]}),
+        ("get_blendfile_summary_datablocks", {}),
+        ("get_blendfile_summary_missing_files", {}),
+        ("get_blendfile_summary_of_linked_libraries", {}),
+        ("get_blendfile_summary_path_info", {}),
+        ("get_blendfile_summary_usage_guess", {}),
+        ("execute_blender_code", {"code": "print('hi')\nresult = {'n': len(bpy.data.objects)}"}),
+        ("render_viewport_to_path", {"output_path": str(tmp_path / "v.png")}),
+        ("render_thumbnail_to_path", {"output_path": str(tmp_path / "t.png")}),
+    ]
+    for name, arguments in calls:
         jsonschema.validate(factory.ok(name, arguments), schemas[name])
 
 
