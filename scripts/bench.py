@@ -514,12 +514,47 @@ result = {{'p50': sorted(samples)[10] * 1000, 'tool_p50': sorted(tool_samples)[1
 """
 
 
+DETAIL_FLOOR_CODE = """import bpy, time
+obj, view_layer, samples = bpy.data.objects[{name!r}], bpy.context.view_layer, []
+for _ in range(10):
+    started = time.perf_counter()
+    detail = (
+        obj.name, obj.type, obj.data.name if obj.data else None, tuple(obj.location), obj.rotation_mode,
+        tuple(obj.rotation_euler), tuple(obj.rotation_quaternion), tuple(obj.scale), tuple(obj.dimensions),
+        obj.parent.name if obj.parent else None, sorted(c.name for c in obj.children),
+        [(m.name, m.type, m.show_viewport, m.show_render) for m in obj.modifiers],
+        [(c.name, c.type, c.enabled) for c in obj.constraints],
+        [s.material.name if s.material else None for s in obj.material_slots],
+        obj.visible_get(view_layer=view_layer), obj.hide_viewport, obj.hide_render, obj.hide_get(view_layer=view_layer),
+        [c.name for c in obj.users_collection],
+    )
+    samples.append(time.perf_counter() - started)
+result = {{'p50': sorted(samples)[5] * 1000}}
+"""
+"""The detail's floor: bpy reading the same fields of the same object inside Blender, its lookup untimed. Blender's
+own `children` and `users_collection` are walks over every object, so this floor grows with the file."""
+NO_WALKS = [
+    "data_name",
+    "location",
+    "rotation",
+    "scale",
+    "dimensions",
+    "parent",
+    "modifiers",
+    "constraints",
+    "materials",
+    "visibility",
+]
+"""The detail's fields that Blender reads without a walk over the file (all but children and collections)."""
+
+
 def scale_table(sizes: list[int]) -> list[dict[str, Any]]:
     """get_objects_summary and get_object_detail_summary on flat scenes (every object in the scene collection, as
     imports make them) and spread ones (100 collections), beside bpy reading the same fields of the same objects
     inside Blender, untimed lookup apart (the floor: those 100 objects' fields read into tuples). Rows: p50 ms of
     the default page at offset 0, the middle and the last page, and `limit=1`; the detail of a middle object right
-    after a change; the default answer's text characters. A new Blender per row: reading the empty file over a
+    after a change, whole and without the two fields Blender walks the file for, beside bpy reading the same detail
+    in Blender; the default answer's text characters. A new Blender per row: reading the empty file over a
     million objects cost Blender 5 GiB more within seconds, which is Blender's, not the bridge's."""
 
     rows = []
@@ -564,6 +599,12 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
         before = time.perf_counter()
         call("get_object_detail_summary", {"name": name})
         detail_samples.append(time.perf_counter() - before)
+    no_walks = []
+    for _ in range(10):
+        call("execute_blender_code", change)
+        before = time.perf_counter()
+        call("get_object_detail_summary", {"name": name, "fields": NO_WALKS})
+        no_walks.append(time.perf_counter() - before)
     unseen = []  # objects no page showed and no detail found: Blender's own walk finds them
     for i in range(5):
         call("execute_blender_code", change)
@@ -583,6 +624,10 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
         "limit_1": p50("get_objects_summary", {"offset": middle, "limit": 1}),
         "detail_after_change": percentiles(detail_samples)["p50"],
         "detail_unseen": percentiles(unseen)["p50"],
+        "detail_no_walks": percentiles(no_walks)["p50"],
+        "detail_floor": call("execute_blender_code", {"code": DETAIL_FLOOR_CODE.format(name=name)})[
+            "structuredContent"
+        ]["result"]["p50"],
         "default_text_chars": len(first["content"][0]["text"]),
         "floor": floor["p50"],
         "in_blender": floor["tool_p50"],
@@ -710,17 +755,22 @@ def scale_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines: list[str] = []
     lines.append(
         f"{'scene':<16}{'objects':>9}{'page 0':>9}{'middle':>9}{'last':>9}{'limit=1':>9}{'detail*':>9}{'unseen':>9}"
-        f"{'floor':>8}{'in Bl.':>8}{'in/floor':>9}{'http':>7}{'mid/floor':>10}{'chars':>8}"
+        f"{'no walk':>9}{'det.fl':>8}{'floor':>8}{'in Bl.':>8}{'in/floor':>9}{'http':>7}{'mid/floor':>10}{'chars':>8}"
     )
     for s in rows:
         lines.append(
             f"{s['shape']:<16}{s['objects']:>9}{s['first']:>9.2f}{s['middle']:>9.2f}{s['last']:>9.2f}"
-            f"{s['limit_1']:>9.2f}{s['detail_after_change']:>9.2f}{s['detail_unseen']:>9.2f}{s['floor']:>8.2f}"
+            f"{s['limit_1']:>9.2f}{s['detail_after_change']:>9.2f}{s['detail_unseen']:>9.2f}"
+            f"{s['detail_no_walks']:>9.2f}{s['detail_floor']:>8.2f}{s['floor']:>8.2f}"
             f"{s['in_blender']:>8.2f}{s['in_blender'] / s['floor']:>9.2f}{s['transport']:>7.2f}"
             f"{s['middle'] / s['floor']:>10.2f}{s['default_text_chars']:>8}"
         )
     lines.append("p50 ms; detail* = get_object_detail_summary right after a change (an object seen before); unseen =")
-    lines.append("the same for objects no page showed; floor = bpy reading the same fields of 100 objects in Blender;")
+    lines.append("the same for objects no page showed; no walk = the detail without children and collections (the")
+    lines.append(
+        "fields Blender finds by a walk over every object); det.fl = bpy reading the detail's fields in Blender;"
+    )
+    lines.append("floor = bpy reading the same fields of 100 objects in Blender;")
     lines.append("in Bl. = the middle page's tool call inside Blender; http = server/discover on the same connection")
     lines.append("(transport and envelope, no tool); chars = the default answer's text")
     for s in rows:
