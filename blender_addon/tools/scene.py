@@ -370,7 +370,7 @@ DETAIL_SCHEMA = arguments(
         "maxItems": len(DETAIL_FIELDS),
         "default": list(DETAIL_FIELDS),
         # Blender keeps no index of an object's children or collections, and none can be kept across agent code
-        # (it may reparent or relink anything without a signal): each is a walk in C, 0.3 s at a million objects.
+        # (it may reparent or relink anything without a signal): together a walk in C, 0.3-0.6 s at a million.
         "description": "The fields to read besides name and type (default: all of them). children and "
         "collections each cost a walk over every object in the file, and so do the dimensions of an object with "
         "a parent, modifiers, constraints, shape keys or animation in a background Blender: in a big scene, leave "
