@@ -37,6 +37,7 @@ from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
 from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
+from hermes_blender.stdio_server import shipped_catalogue  # noqa: E402
 
 SUMMARY, SUMMARY_HEADERS = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
 STREAMED, STREAMED_HEADERS = modern_request(
@@ -534,16 +535,11 @@ result = {{'p50': sorted(samples)[5] * 1000}}
 """The detail's floor: bpy reading the same fields of the same object inside Blender, its lookup untimed. Blender's
 own `children` and `users_collection` are walks over every object, so this floor grows with the file."""
 NO_WALKS = [
-    "data_name",
-    "location",
-    "rotation",
-    "scale",
-    "dimensions",
-    "parent",
-    "modifiers",
-    "constraints",
-    "materials",
-    "visibility",
+    field
+    for tool in shipped_catalogue()
+    if tool["name"] == "get_object_detail_summary"
+    for field in tool["inputSchema"]["properties"]["fields"]["items"]["enum"]
+    if field not in ("children", "collections")
 ]
 """The detail's fields that Blender reads without a walk over the file (all but children and collections)."""
 
