@@ -194,6 +194,14 @@ def test_each_change_is_one_undo_step_and_a_read_adds_none(gui: GuiBlender) -> N
     assert not gui.call("get_objects_summary").is_error
     detail = gui.call("get_object_detail_summary", {"name": "Cube"})  # the tool's own argument
     assert not detail.is_error and detail.data()["name"] == "Cube", detail.data()
+    picked = gui.call("get_object_detail_summary", {"name": "Cube", "fields": ["dimensions", "collections"]}).data()
+    assert picked == {
+        "status": "ok",
+        "name": "Cube",
+        "type": "MESH",
+        "dimensions": [2.0, 2.0, 2.0],
+        "collections": ["Collection"],
+    }  # the interactive Blender's own evaluated size
     assert {"UndoFirst", "UndoSecond"} <= _object_names(gui)
     gui.probe(UNDO)  # the reads left no step: one undo takes back the second change, and only it
     names = _object_names(gui)
