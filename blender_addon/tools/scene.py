@@ -392,12 +392,9 @@ def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
         lists["children"] = [name_of(child) for child in children[: arguments.get("limit", DETAIL_CHILDREN)]]
     kept, cut = budgeted(lists, sized="limit" in arguments)
     answer: dict[str, Any] = {"status": "ok", "name": name_of(obj), "type": obj.type}
-    for field in DETAIL_FIELDS:
-        if field in kept:
-            answer[field] = kept[field]
-        elif field in wanted:
-            answer[field] = _FACTS[field](obj)
-        if field == "children" and field in wanted:
+    for field in (field for field in DETAIL_FIELDS if field in wanted):
+        answer[field] = kept[field] if field in kept else _FACTS[field](obj)
+        if field == "children":
             answer["children_total"] = len(children)
     return {**answer, **cut}
 
