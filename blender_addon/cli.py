@@ -65,45 +65,36 @@ def run(argv: list[str]) -> int:
         A job held by Blender's own C code cannot be stopped: then, after STOP_GRACE, the runtime file is
         withdrawn and the process ends anyway, so a stop never takes longer than that or leaves the file.
         """
-        if not dispatcher.stop_requested():
-            with contextlib.suppress(RuntimeError):  # a signal and stdin's end may both get here first
-                deadman.start()
+        deadman.stop_asked()
         dispatcher.request_stop()
         dispatcher.interrupt_running()
 
-    served = threading.Event()
-    deadman = threading.Thread(target=_exit_if_still_serving, args=(served,), name="hermes-stop", daemon=True)
-
-    def settle() -> None:
-        """Nothing is left to force, and no thread of ours outlives this (alive at exit, one hung bpy 4.5's
-        teardown in 4 exits of 5)."""
-        served.set()
-        if deadman.is_alive():
-            deadman.join()
-
+    deadman = Deadman(_exit_without_the_job)
     restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
     try:
         bridge = service.start(config, dispatcher)
-    except BridgeError as exc:
+    except BaseException as exc:
         restore()
-        settle()  # a stop asked during the start must not end the process while it reports the failure
+        deadman.settle()  # a stop asked during the start must not end the process while it reports the failure
+        if not isinstance(exc, BridgeError):
+            raise
         print(f"{COMMAND}: error: {exc}", file=sys.stderr, flush=True)
         return 2
-    if args.stop_on_stdin_eof:
-        threading.Thread(target=_wait_for_eof, args=(stop_now,), name="hermes-stdin", daemon=True).start()
-    print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
-    if bridge.lab_address is not None:
-        print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)
-    elif bridge.lab_error is not None:
-        print(f"{COMMAND}: warning: {bridge.lab_error}", flush=True)
-    if note := notes.takeover(bridge.publication):
-        print(f"{COMMAND}: {note}", flush=True)
     try:
+        if args.stop_on_stdin_eof:
+            threading.Thread(target=_wait_for_eof, args=(stop_now,), name="hermes-stdin", daemon=True).start()
+        print(f"{COMMAND}: serving MCP at {bridge.endpoint} (runtime file {bridge.runtime_file})", flush=True)
+        if bridge.lab_address is not None:
+            print(f"{COMMAND}: Blender Lab listener on {bridge.lab_address}", flush=True)
+        elif bridge.lab_error is not None:
+            print(f"{COMMAND}: warning: {bridge.lab_error}", flush=True)
+        if note := notes.takeover(bridge.publication):
+            print(f"{COMMAND}: {note}", flush=True)
         bridge.serve()
     finally:
         restore()
         service.stop()
-        settle()
+        deadman.settle()
         print(f"{COMMAND}: stopped", flush=True)
     return 0
 
@@ -112,9 +103,45 @@ STOP_GRACE = 1.0
 """Seconds a stop waits for the running job to end before the process ends without it."""
 
 
-def _exit_if_still_serving(served: threading.Event) -> None:
-    if served.wait(STOP_GRACE):
-        return
+class Deadman:
+    """Ends the process when a stop was asked and serving has not ended STOP_GRACE later (a job held in C).
+
+    A stop comes from a signal's Python handler on the main thread and from the wake-up watcher on another
+    thread, both for one signal, and from stdin's end: often at once. Starting this thread from the stop raced
+    (two starts of one Thread ran its bootstrap twice, a KeyError in threading's bookkeeping, and nothing forced
+    the exit). So it starts here, once, and waits for a lock a stop releases: releasing takes no other lock and
+    exactly one release succeeds, from any thread or a signal handler.
+    """
+
+    def __init__(self, exit_now: Callable[[], None]) -> None:
+        self._asked = threading.Lock()
+        self._asked.acquire()
+        self._served = threading.Event()
+        self._exit_now = exit_now
+        self._thread = threading.Thread(target=self._watch, name="hermes-stop", daemon=True)
+        self._thread.start()
+
+    def stop_asked(self) -> None:
+        self._release()
+
+    def settle(self) -> None:
+        """Serving is over: nothing is left to force, and the thread ends before this returns (a thread of ours
+        alive at exit hung bpy 4.5's teardown in 4 exits of 5)."""
+        self._served.set()
+        self._release()
+        self._thread.join()
+
+    def _release(self) -> None:
+        with contextlib.suppress(RuntimeError):  # released already: the second stop, or the end after a stop
+            self._asked.release()
+
+    def _watch(self) -> None:
+        self._asked.acquire()
+        if not self._served.wait(STOP_GRACE):
+            self._exit_now()
+
+
+def _exit_without_the_job() -> None:
     bridge = service.active()
     if bridge is not None:
         bridge.withdraw()
