@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import json
 from collections import Counter
+from pathlib import Path
 from types import ModuleType
 
 import bpy
@@ -235,6 +236,25 @@ def test_an_object_found_before_is_never_answered_stale_once_renamed_removed_or_
     assert _detail(names[2])["type"] == "MESH" and _detail(names[2])["data_name"] == "new"  # it was an empty
     bpy.ops.wm.read_homefile(use_factory_startup=True)  # every object freed and read again
     assert _detail("Cube")["dimensions"] == [2.0, 2.0, 2.0]
+
+
+def test_an_object_linked_from_a_library_under_a_local_name_never_stands_in_for_the_local_one(
+    factory_scene: None, tmp_path: Path
+) -> None:
+    """Only a local object owns its name; a linked one may share it, so the name memory leaves it to Blender."""
+    library = tmp_path / "library.blend"
+    local = _linked("Shared", bpy.data.meshes.new("shared mesh"))
+    bpy.data.libraries.write(str(library), {local})
+    local.location = (1.0, 2.0, 3.0)  # the library's copy stays at the origin
+    with bpy.data.libraries.load(str(library), link=True) as (_, into):
+        into.objects = ["Shared"]
+    [from_library] = into.objects
+    bpy.context.scene.collection.objects.link(from_library)
+    _index().changed()
+    page = _tools().objects_summary({})  # the linked one comes last, so it is the one last seen under the name
+    assert [o["name"] for o in page["collections"][0]["objects"]] == ["Shared", "Shared"]
+    assert bpy.data.objects.get("Shared") == local
+    assert _detail("Shared")["location"] == [1.0, 2.0, 3.0]
 
 
 def test_dimensions_read_from_an_objects_own_data_are_blenders_evaluated_ones(factory_scene: None) -> None:
