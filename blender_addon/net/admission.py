@@ -92,12 +92,14 @@ class Admission(Generic[Key]):
 
     def _oldest_evictable(self, unread: Callable[[Key], bool]) -> Key | None:
         candidates = sorted(
-            (entry.opened, n, key)
+            (entry.opened, n, key, entry.conversation.trusted)
             for n, (key, entry) in enumerate(self._entries.items())
             if evictable(entry.conversation)
         )
-        for _, _, key in candidates:
-            if not unread(key):  # its next request already waits in the kernel: it is not idle
+        for _, _, key, trusted in candidates:
+            # A known client whose next request already waits in the kernel is not idle. A stranger's unread bytes
+            # prove nothing: sparing them let squatters that had just sent half a header lock the owner out.
+            if not (trusted and unread(key)):
                 return key
         return None
 

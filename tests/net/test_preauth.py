@@ -8,12 +8,13 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import pytest
 
 from blender_addon.net import threaded
 from blender_addon.net.admission import Admission, backoff, cap_for
-from blender_addon.net.conversation import Output
+from blender_addon.net.conversation import Output, Phase
 from blender_addon.net.http import HttpLimits
 from blender_addon.net.threaded import TcpListener
 
@@ -124,6 +125,24 @@ def test_busy_authenticated_connections_are_never_evicted_and_the_listener_recov
     finally:
         listener.stop()
     assert listener.connection_count == 0
+
+
+@dataclass
+class _Talk:
+    phase: Phase
+    trusted: bool
+
+
+def test_at_the_cap_a_strangers_unread_bytes_never_spare_it_but_a_known_clients_waiting_request_does() -> None:
+    """Squatters that sent half a header the loop has not read yet must still make room for the owner."""
+    admission: Admission[str] = Admission(2)
+    assert admission.admit("squatter 1", _Talk(Phase.WAITING, trusted=False), 1.0, lambda key: False) is None
+    assert admission.admit("squatter 2", _Talk(Phase.RECEIVING, trusted=False), 2.0, lambda key: False) is None
+    assert admission.admit("owner", _Talk(Phase.WAITING, trusted=False), 3.0, lambda key: True) == "squatter 1"
+    known: Admission[str] = Admission(2)
+    known.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: True)
+    known.admit("stranger", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: True)
+    assert known.admit("newcomer", _Talk(Phase.WAITING, trusted=False), 3.0, lambda key: True) == "stranger"
 
 
 @pytest.mark.parametrize(("limit", "cap"), [(256, 64), (1024, 256), (100, 16), (65536, 256)])
