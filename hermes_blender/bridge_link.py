@@ -3,7 +3,7 @@
 The stdio server relays what its client asked; parsing each answer into the SDK's models and back would
 cost more than the bridge's own work (a new MCP session per call cost 23 ms; the SDK client's round trip
 on a kept session, about as much as the stdio hop itself). The link is opened only to a pid that is a
-Blender owning the port (the same check as `BridgeClient.session`); the pid is checked on every call by
+Blender of this OS user owning the port (the same check as `BridgeClient.session`); the pid is checked on every call by
 re-reading the runtime file.
 """
 
@@ -20,9 +20,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ErrorData
 
 from .client import modern_request, token_refused
-from .contract.host import serving_blender_problem
-from .contract.liveness import ENDPOINT_UNAVAILABLE, LiveEndpoint
-from .errors import LiveEndpointUnavailable, ToolCallFailed
+from .contract.liveness import LiveEndpoint, require_own_blender
+from .errors import ToolCallFailed
 
 MAX_HEAD = 64 * 1024
 MAX_EVENT = 16 * 1024 * 1024
@@ -42,9 +41,7 @@ class BridgeLink:
     """
 
     def __init__(self, endpoint: LiveEndpoint, *, timeout: float) -> None:
-        problem = serving_blender_problem(endpoint.pid, endpoint.port)
-        if problem is not None:
-            raise LiveEndpointUnavailable(f"{problem}; nothing was sent to it", state=ENDPOINT_UNAVAILABLE)
+        require_own_blender(endpoint)
         self.endpoint = endpoint
         self._timeout = timeout
         self._idle: list[BufferedByteStream] = []

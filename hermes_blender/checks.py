@@ -133,7 +133,7 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
 
 def _require_blender_on(endpoint: LiveEndpoint, port: int) -> None:
     """`ready` means the Blender the file names answers: never an impostor on a stale file's port."""
-    problem = serving_blender_problem(endpoint.pid, port)
+    problem = serving_blender_problem(endpoint.pid, endpoint.address, port)
     if problem is not None:
         raise ToolCallFailed(problem)
 

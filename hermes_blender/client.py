@@ -18,10 +18,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from .contract.host import HostFacts, serving_blender_problem
-from .contract.liveness import ENDPOINT_UNAVAILABLE, LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint, require_own_blender
 from .contract.redact import REDACTOR
-from .errors import LiveEndpointUnavailable, ToolCallFailed
+from .errors import ToolCallFailed
 
 Mode = Literal["auto", "legacy", "2026-07-28"]
 
@@ -62,12 +62,11 @@ class BridgeClient:
 
     @asynccontextmanager
     async def session(self) -> AsyncIterator[Client]:
-        """One MCP connection to the endpoint the runtime file names right now, and only if the process it names is a
-        Blender that owns that port: a stale file's port may belong to anything now, which must never get the token."""
+        """One MCP connection to the endpoint the runtime file names right now, and only if the process it names is
+        this user's Blender owning that port: a stale file's port may belong to anyone now, who must never get the
+        token nor have its answers passed on."""
         endpoint = self.endpoint()
-        problem = serving_blender_problem(endpoint.pid, endpoint.port)
-        if problem is not None:
-            raise LiveEndpointUnavailable(f"{problem}; nothing was sent to it", state=ENDPOINT_UNAVAILABLE)
+        require_own_blender(endpoint)
         statuses: list[int] = []
 
         async def record(response: httpx2.Response) -> None:

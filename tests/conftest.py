@@ -13,6 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from tests.other_user import OtherUser, made_user
+
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
 atexit.register(shutil.rmtree, _BLENDER_HOME, True)  # also when a run exits early (pytest-blender's parent does)
 os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
@@ -24,6 +26,12 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ROOT = REPO_ROOT / "hermes_plugin"
 VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
 """The one version (tests/agent/test_version.py holds every other copy equal to it)."""
+
+
+@pytest.fixture(scope="session")
+def other_user() -> Iterator[OtherUser]:
+    """A second OS user made for this run (root only; see tests/other_user.py), removed when the run ends."""
+    yield from made_user()
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -7,6 +7,7 @@ instead of needing one.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import plistlib
 import re
@@ -40,6 +41,20 @@ def _host_os() -> str:
 
 def _pid_alive(pid: int) -> bool:
     return psutil.pid_exists(pid)
+
+
+def account_home() -> str | None:
+    """The account's home folder from the user database: a launcher that passes a bare environment has no HOME,
+    and a `~` left unexpanded would be read relative to whatever folder the process was started in."""
+    if sys.platform == "win32":
+        return None  # USERPROFILE is the only source Hermes and Blender use there
+    import pwd
+
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except KeyError:
+        return None
+    return home if home.startswith("/") else None
 
 
 def _read_plist(path: Path) -> Mapping[str, Any]:
@@ -146,11 +161,13 @@ class HostFacts:
     read_plist: Callable[[Path], Mapping[str, Any]] = _read_plist
     read_pe_version: Callable[[Path], str | None] = read_pe_version
     interactive_session: Callable[[], bool] = _interactive_session
+    account_home: Callable[[], str | None] = account_home
     system_root: Path = Path("/")
     """Where system-wide install folders are looked up (/Applications, Flatpak, Snap); tests point it elsewhere."""
 
     def home(self) -> str | None:
-        return self.env.get("USERPROFILE") if self.os == "win32" else self.env.get("HOME")
+        """The environment's home, else the account's (as Python's expanduser does); None when there is neither."""
+        return (self.env.get("USERPROFILE") if self.os == "win32" else self.env.get("HOME")) or self.account_home()
 
     def expand(self, text: str) -> str:
         """Expand like Hermes: `~` and `$VAR`/`${VAR}` everywhere, `%VAR%` on Windows; unset stays literal."""
@@ -166,13 +183,35 @@ class HostFacts:
         return Path(self.expand(text))
 
 
-def read_small_file(path: Path, limit: int) -> bytes:
+class UntrustedFile(OSError):
+    """A file that someone other than this user could have written: what it says is not trusted."""
+
+
+def untrusted_file_problem(status: os.stat_result) -> str | None:
+    """Why a file this user reads for an endpoint could be another user's words (None: it is this user's alone).
+
+    Windows has no POSIX owner or mode bits here; its per-user AppData folder is the boundary there."""
+    if not hasattr(os, "geteuid"):
+        return None
+    if status.st_uid != os.geteuid():
+        return f"belongs to uid {status.st_uid}, not to this user (uid {os.geteuid()})"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"can be written by other users (mode {stat.S_IMODE(status.st_mode):o})"
+    return None
+
+
+def read_small_file(path: Path, limit: int, *, check: Callable[[os.stat_result], str | None] | None = None) -> bytes:
     """A regular file of at most `limit` bytes, read without blocking: a FIFO, a device such as
-    /dev/zero or an endless file at that path is an error, never a hang or a blown-up process."""
+    /dev/zero or an endless file at that path is an error, never a hang or a blown-up process.
+    `check` judges the opened file itself (not the path, which may be swapped meanwhile): its
+    sentence raises UntrustedFile."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # opening a FIFO must not wait for a writer
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(f"{path} is not a regular file")
+        if check is not None and (problem := check(status)) is not None:
+            raise UntrustedFile(problem)
         chunks, size = [], 0
         while size <= limit and (chunk := os.read(fd, limit + 1 - size)):
             chunks.append(chunk)
@@ -184,15 +223,23 @@ def read_small_file(path: Path, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def serving_blender_problem(pid: int, port: int) -> str | None:
-    """Why the process a runtime file names is not a Blender listening on `port` (None: it is).
+def is_absolute_text(text: str) -> bool:
+    """Absolute on POSIX or Windows, whatever this machine is: a relative path would be read from the working folder."""
+    return text.startswith("/") or bool(re.match(r"[A-Za-z]:[\\/]", text))
 
-    A stale file can name a pid that now belongs to another program, and anything can listen on
-    a freed port; only a Blender process that owns the listening socket is the bridge.
+
+def serving_blender_problem(pid: int, address: str, port: int) -> str | None:
+    """Why the process a runtime file names is not this user's Blender listening on `address`:`port` (None: it is).
+
+    A stale file can name a pid that now belongs to another program, and anything can listen on a freed port;
+    only a Blender process of this OS user that owns the listening socket is the bridge. The user matters for
+    root too: root can read every process, and another user who gets the dead Blender's pid and port must never
+    receive the token or have its answers passed to the model.
     """
     try:
         process = psutil.Process(pid)
         words = [process.name(), *(Path(arg).name for arg in process.cmdline())]
+        owner = _process_owner_problem(process)
         listening = any(
             conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
             for conn in process.net_connections(kind="tcp")
@@ -201,8 +248,56 @@ def serving_blender_problem(pid: int, port: int) -> str | None:
         return f"pid {pid} has exited"
     except psutil.AccessDenied:
         return f"pid {pid} belongs to another user, so it is not this user's Blender"
+    if owner is not None:
+        return f"pid {pid} {owner}, so it is not this user's Blender; the runtime file is stale or forged"
     if not any("blender" in word.lower() for word in words):
         return f"pid {pid} ({process.name()}) is not a Blender process; the runtime file is stale or forged"
     if not listening:
         return f"pid {pid} does not listen on port {port}; the runtime file is stale or forged"
+    if sys.platform.startswith("linux") and (strangers := _foreign_listeners(address, port)):
+        return f"another user (uid {strangers[0]}) also listens on {address} port {port}; nothing is trusted there"
     return None
+
+
+def _process_owner_problem(process: psutil.Process) -> str | None:
+    """None when the process runs as this process's OS user (real and effective ids alike)."""
+    if sys.platform == "win32":
+        theirs, mine = process.username(), psutil.Process().username()
+        return None if theirs == mine else f"runs as {theirs}, not as {mine}"
+    uids, mine = process.uids(), os.geteuid()
+    if uids.real == mine and uids.effective == mine:
+        return None
+    return f"runs as uid {uids.effective}, not as uid {mine}"
+
+
+def _foreign_listeners(address: str, port: int, proc_net: Path = Path("/proc/net")) -> list[int]:
+    """The uids, other than ours, of listening sockets that a connection to `address`:`port` could reach (Linux's
+    socket tables; elsewhere psutil's view of the process's own sockets is all there is). "localhost" may reach
+    127.0.0.1 or ::1, and a wildcard socket answers for both, so a stranger on any of them is one too many."""
+    wanted = {ipaddress.ip_address(a) for a in (("127.0.0.1", "::1") if address == "localhost" else (address,))}
+    wanted |= {ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::")}
+    wanted |= {ipaddress.IPv6Address(f"::ffff:{a}") for a in wanted if a.version == 4}
+    mine, found = os.geteuid(), []
+    for table in ("tcp", "tcp6"):
+        try:
+            rows = (proc_net / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            # sl local_address rem_address st tx:rx tr:when retrnsmt uid ...; st 0A is LISTEN
+            fields = row.split()
+            if len(fields) < 8 or fields[3] != "0A":
+                continue
+            local, _, hex_port = fields[1].partition(":")
+            if int(hex_port, 16) == port and _table_address(local) in wanted and int(fields[7]) != mine:
+                found.append(int(fields[7]))
+    return found
+
+
+def _table_address(hex_address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """/proc/net/tcp{,6} print an address as 32-bit words in the host's byte order."""
+    raw = bytes.fromhex(hex_address)
+    words = b"".join(
+        raw[at : at + 4][::-1] if sys.byteorder == "little" else raw[at : at + 4] for at in range(0, len(raw), 4)
+    )
+    return ipaddress.ip_address(words)

@@ -19,7 +19,14 @@ from urllib.parse import urlsplit
 
 from ..errors import ContractError, LiveEndpointUnavailable
 from .declaration import location_is_rooted
-from .host import HostFacts, read_small_file
+from .host import (
+    HostFacts,
+    UntrustedFile,
+    is_absolute_text,
+    read_small_file,
+    serving_blender_problem,
+    untrusted_file_problem,
+)
 from .redact import REDACTOR, Secret
 
 DECLARED_PATH = "~/AppData/Local/Blender/server.json"
@@ -107,6 +114,11 @@ class LiveEndpoint:
     runtime_file: Path
 
     @property
+    def address(self) -> str:
+        """The host part as dialed: an IP literal or `localhost` (endpoint_url() allows nothing else)."""
+        return urlsplit(self.url).hostname or ""
+
+    @property
     def port(self) -> int:
         port = urlsplit(self.url).port
         assert port is not None  # endpoint_url() guarantees an explicit port
@@ -121,7 +133,13 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
     """The endpoint the running app published, or LiveEndpointUnavailable saying why."""
     host = host or HostFacts()
     path = host.expand_path(spec.path)
-    record = _load(path)
+    if not is_absolute_text(str(path)):
+        raise LiveEndpointUnavailable(
+            f"the runtime file's path {spec.path!r} expands to {str(path)!r}, which is not absolute: this account has "
+            "no home folder (HOME is unset and the user database names none), so nothing was read",
+            state=APP_NOT_RUNNING,
+        )
+    record = _load(path, trusted_only=True)
     pid = record.get(spec.pid_key)
     if isinstance(pid, bool):
         raise LiveEndpointUnavailable(
@@ -144,6 +162,14 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
     if token:
         REDACTOR.register(token)  # before anything can build a header from it
     return LiveEndpoint(url=url, token=token, pid=pid, runtime_file=path)
+
+
+def require_own_blender(endpoint: LiveEndpoint) -> None:
+    """Raise unless the pid the file names is this OS user's Blender listening on the endpoint: checked before any
+    byte (the token above all) goes out, by every path that dials it."""
+    problem = serving_blender_problem(endpoint.pid, endpoint.address, endpoint.port)
+    if problem is not None:
+        raise LiveEndpointUnavailable(f"{problem}; nothing was sent to it", state=ENDPOINT_UNAVAILABLE)
 
 
 def _hermes_state_for_boolean_pid(pid: bool, url: object, host: HostFacts) -> str:
@@ -193,12 +219,18 @@ def published_fields(path: Path) -> dict[str, object]:
         return {}
 
 
-def _load(path: Path) -> dict[str, object]:
+def _load(path: Path, *, trusted_only: bool = False) -> dict[str, object]:
+    """The file's JSON object; with `trusted_only`, only from a file this user owns and nobody else can change."""
     try:
-        text = read_small_file(path, MAX_RUNTIME_FILE_BYTES).decode("utf-8")
+        data = read_small_file(path, MAX_RUNTIME_FILE_BYTES, check=untrusted_file_problem if trusted_only else None)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise LiveEndpointUnavailable(
             f"no runtime file at {path}: Blender is closed, or open with its bridge stopped", state=APP_NOT_RUNNING
+        ) from None
+    except UntrustedFile as exc:
+        raise LiveEndpointUnavailable(
+            f"runtime file {path} {exc}; it is not used", state=ENDPOINT_UNAVAILABLE
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=APP_NOT_RUNNING) from None

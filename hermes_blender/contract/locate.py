@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .declaration import AppBlock, AppLocation
-from .host import HostFacts
+from .host import HostFacts, is_absolute_text
 
 _DIGITS = re.compile(r"(\d+)")
 _BLENDER_VERSION = re.compile(r"Blender (\d+\.\d+(?:\.\d+)?)")
@@ -54,7 +54,7 @@ def _candidates(location: AppLocation, host: HostFacts) -> Iterator[Path]:
     home = Path(host.home() or "~")
     if location.kind == "path":
         expanded = host.expand(location.value)
-        if "%" in expanded or "$" in expanded or not _absolute(expanded):
+        if "%" in expanded or "$" in expanded or not is_absolute_text(expanded):
             return  # unexpanded or relative: missing, even if such a path exists in the CWD
         if "*" in expanded:
             yield from (Path(match) for match in sorted(glob.glob(expanded), key=_natural, reverse=True))
@@ -77,10 +77,6 @@ def _candidates(location: AppLocation, host: HostFacts) -> Iterator[Path]:
         yield home / ".local/share/flatpak/exports/bin" / location.value
     elif location.kind == "snap":
         yield host.system_root / "snap/bin" / location.value
-
-
-def _absolute(text: str) -> bool:
-    return text.startswith("/") or bool(re.match(r"[A-Za-z]:[\\/]", text))
 
 
 def _present(path: Path, presence: str) -> bool:

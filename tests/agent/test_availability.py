@@ -219,4 +219,8 @@ def test_home_and_variable_expansion_follow_the_host_os(tmp_path: Path) -> None:
     windows = HostFacts(os="win32", env={"USERPROFILE": "C:\\Users\\ana", "HOME": "/ignored"})
     assert windows.expand("~/AppData/Local/Blender/server.json") == "C:\\Users\\ana/AppData/Local/Blender/server.json"
     assert HostFacts(os="darwin", env={"HOME": "/Users/ana"}).expand("~") == "/Users/ana"
-    assert os.fspath(HostFacts(os="linux", env={}).expand_path("~/x")) == "~/x"  # no HOME: left as written
+    # No HOME (a bare launcher): the account's home, as Python's expanduser; with none either, left as written.
+    assert (
+        os.fspath(HostFacts(os="linux", env={}, account_home=lambda: "/home/ana").expand_path("~/x")) == "/home/ana/x"
+    )
+    assert os.fspath(HostFacts(os="linux", env={}, account_home=lambda: None).expand_path("~/x")) == "~/x"

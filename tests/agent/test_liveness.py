@@ -184,3 +184,17 @@ def test_a_hostile_runtime_file_is_a_clear_state_not_a_hang(tmp_path: Path, kind
     with pytest.raises(LiveEndpointUnavailable) as caught:
         read_live_endpoint(RuntimeFileSpec(path=str(path)), _host())
     assert caught.value.state == "app_not_running"
+
+
+def test_with_no_home_at_all_nothing_is_read_from_the_working_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No HOME and no home in the user database: `~/...` would be a path relative to wherever we were started."""
+    monkeypatch.chdir(tmp_path)
+    planted = tmp_path / "~" / "AppData" / "Local" / "Blender"
+    planted.mkdir(parents=True)
+    (planted / "server.json").write_text(json.dumps({"http": "http://127.0.0.1:4567", "pid": 42}))
+    homeless = HostFacts(os="linux", env={}, pid_alive=lambda pid: True, account_home=lambda: None)
+    with pytest.raises(LiveEndpointUnavailable, match="not absolute: this account has no home folder") as caught:
+        read_live_endpoint(RuntimeFileSpec(), homeless)
+    assert caught.value.state == "app_not_running"

@@ -17,6 +17,7 @@ import pytest
 
 from hermes_blender.headless import HeadlessBlender
 from tests.conftest import PLUGIN_ROOT
+from tests.other_user import Impostor, OtherUser, needs_a_made_user
 
 
 @dataclass
@@ -214,6 +215,25 @@ def test_status_never_calls_a_file_naming_the_wrong_process_ready(
     assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
     detail = checks["MCP round trip"]["detail"]
     assert checks["MCP round trip"]["ok"] is False and ("stale or forged" in detail or "another user" in detail)
+
+
+@needs_a_made_user
+def test_status_never_calls_another_users_process_named_blender_on_the_port_ready(
+    machine: Machine, other_user: OtherUser, tmp_path: Path
+) -> None:
+    """A root bridge's stale file, and another user's `blender` script now holding its pid's place and its port."""
+    impostor = Impostor(other_user)
+    try:
+        machine.runtime_file.parent.mkdir(parents=True, exist_ok=True)
+        record = {"http": f"http://127.0.0.1:{impostor.port}", "token": "k" * 43, "pid": impostor.pid}
+        machine.runtime_file.write_text(json.dumps(record))
+        code, payload, _ = machine.status("--json", "--server", "blender")
+    finally:
+        received = impostor.received()
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert not received
+    assert code == 3 and _states(payload) == {"blender": "endpoint_unavailable"}
+    assert f"runs as uid {other_user.uid}" in checks["MCP round trip"]["detail"]
 
 
 def test_status_never_calls_a_file_naming_another_blender_that_does_not_own_the_port_ready(
