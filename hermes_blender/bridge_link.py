@@ -79,19 +79,42 @@ class BridgeLink:
         return self._result(status, content)
 
     async def _exchange(self, request: bytes, on_progress: OnProgress | None) -> tuple[int, bytes]:
+        """One request and its answer. A kept connection the bridge closed before any byte of an answer came gets
+        the request once more on a new one, as HTTP clients do: the bridge never closes a connection after a
+        request passed its gate without answering it (README › Decisions), so that request never ran."""
         stream = self._idle.pop() if self._idle else None
         if stream is not None:
             try:
                 await stream.send(request)
             except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
-                await stream.aclose()  # the bridge closed it while idle: one new connection, the request not yet sent
-                stream = None
-        if stream is None:
-            stream = BufferedByteStream(await anyio.connect_tcp(self._host, self.endpoint.port))
-            await stream.send(request)
-        done = False
+                await stream.aclose()  # the bridge closed it while idle, and said so before we sent
+            else:
+                try:
+                    return await self._answer(stream, on_progress)
+                except _ClosedBeforeAnswer:
+                    pass  # closed while idle (its idle timeout, or room made at the cap): the request never ran
+        stream = BufferedByteStream(await anyio.connect_tcp(self._host, self.endpoint.port))
         try:
-            head = (await stream.receive_until(b"\r\n\r\n", MAX_HEAD)).decode("latin-1").split("\r\n")
+            await stream.send(request)
+        except BaseException:
+            await stream.aclose()
+            raise
+        try:
+            return await self._answer(stream, on_progress)
+        except _ClosedBeforeAnswer as closed:
+            raise anyio.EndOfStream from closed
+
+    async def _answer(self, stream: BufferedByteStream, on_progress: OnProgress | None) -> tuple[int, bytes]:
+        """Read one answer; the stream is kept for the next request or closed (a cancel mid-answer hangs up)."""
+        done = keep = False
+        try:
+            try:
+                first = await stream.receive_until(b"\r\n\r\n", MAX_HEAD)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, ConnectionError) as exc:
+                if not stream.buffer:
+                    raise _ClosedBeforeAnswer from exc
+                raise
+            head = first.decode("latin-1").split("\r\n")
             status = int(head[0].split(" ", 2)[1])
             fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
             if fields.get("content-type") == "text/event-stream" and on_progress is not None:
@@ -126,6 +149,10 @@ class BridgeLink:
         idle, self._idle = self._idle, []
         for stream in idle:
             await stream.aclose()
+
+
+class _ClosedBeforeAnswer(Exception):
+    """The connection ended (closed or reset) before the first byte of an answer."""
 
 
 async def _answer_of_stream(stream: BufferedByteStream, on_progress: OnProgress) -> bytes:

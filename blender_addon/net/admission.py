@@ -1,9 +1,11 @@
 """What both drivers decide alike about connections: the cap, who makes room, how to back off, what a bug costs.
 
-At the cap a new connection is not refused while another can make room: the oldest one that
-proved nothing, or that waits idle with nothing unread, is closed. A connection with a request
-in flight (or being sent by a client that authenticated) is never closed for room, so idle
-sockets opened by anyone on the machine cannot lock its own user out or cost an honest call.
+At the cap a new connection is not refused while another can make room: strangers first (the
+oldest connection that proved nothing), and only when none is left a known client's idle one
+with nothing unread, oldest first. A connection with a request in flight (or being sent by a
+client that authenticated) is never closed for room, so idle sockets opened by anyone on the
+machine cannot lock its own user out or close a known client's kept connection between two of
+its calls. Every line here a stranger can cause goes through the rate-limited log (refusals.py).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .conversation import Conversation, Phase
+from .refusals import refusals
 
 log = logging.getLogger("hermes_bridge.net")
 
@@ -79,7 +82,11 @@ class Admission(Generic[Key]):
                 del self._entries[victim]
             self._entries[key] = _Entry(now, conversation)
         if victim is not None:
-            log.warning("connection cap (%d) reached: closed the oldest idle or unauthenticated connection", self.cap)
+            refusals.say(
+                log,
+                "closings at the connection cap",
+                f"connection cap ({self.cap}) reached: closed the oldest unauthenticated (else idle) connection",
+            )
         return victim
 
     def forget(self, key: Key) -> None:
@@ -91,12 +98,14 @@ class Admission(Generic[Key]):
             return list(self._entries)
 
     def _oldest_evictable(self, unread: Callable[[Key], bool]) -> Key | None:
+        """Strangers before known clients (a known client idle 20 ms between two calls is older than every
+        stranger who churns connections), each oldest first."""
         candidates = sorted(
-            (entry.opened, n, key, entry.conversation.trusted)
+            (entry.conversation.trusted, entry.opened, n, key)
             for n, (key, entry) in enumerate(self._entries.items())
             if evictable(entry.conversation)
         )
-        for _, _, key, trusted in candidates:
+        for trusted, _, _, key in candidates:
             # A known client whose next request already waits in the kernel is not idle. A stranger's unread bytes
             # prove nothing: sparing them let squatters that had just sent half a header lock the owner out.
             if not (trusted and unread(key)):
@@ -119,7 +128,9 @@ class AcceptBackoff:
         """Seconds to wait before the next accept."""
         self._failures += 1
         pause = backoff(self._failures)
-        log.warning("accept failed on %s (%s); retrying in %.2f s", self._name, exc, pause)
+        refusals.say(
+            log, f"failed accepts on {self._name}", f"accept failed on {self._name} ({exc}); retrying in {pause:.2f} s"
+        )
         return pause
 
     def succeeded(self) -> None:
@@ -133,4 +144,10 @@ def backoff(failures: int) -> float:
 
 def conversation_failed(exc: BaseException) -> None:
     """A bug in one conversation (or the work it handed out) closes that connection only, said once, in the log."""
-    log.error("a connection failed unexpectedly; it was closed and the bridge goes on serving", exc_info=exc)
+    refusals.say(
+        log,
+        "unexpected connection failures",
+        "a connection failed unexpectedly; it was closed and the bridge goes on serving",
+        exc_info=exc,
+        level=logging.ERROR,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import socket
 import stat
 import sys
 from pathlib import Path
@@ -10,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from blender_addon import log
-from blender_addon.net.refusals import RefusalLog
-from tests.net.conftest import Endpoint
+from blender_addon.net.refusals import MAX_KINDS, OTHER, RefusalLog
+from tests.net.conftest import Endpoint, start_endpoint
 
 SECRET_BODY = "print('the body stays out of the log')"
 
@@ -117,3 +118,69 @@ def test_log_files_are_owner_only_in_an_owner_only_folder_also_ones_that_existed
         log.configure(None)
     assert log_file == old
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE(old.stat().st_mode) == 0o600
+
+
+def _strangers(port: int) -> list[bytes]:
+    """One request of each kind a client without the token can have refused."""
+    host = f"Host: 127.0.0.1:{port}\r\n".encode()
+    return [
+        b"POST /mcp HTTP/1.1\r\n" + host + b"Content-Length: 2\r\n\r\n{}",  # no token: 401
+        b"POST /mcp HTTP/1.1\r\nHost: evil.example\r\nContent-Length: 2\r\n\r\n{}",  # 403
+        b"GET /nowhere HTTP/1.1\r\n" + host + b"\r\n",  # 404
+        b"NONSENSE\r\n\r\n",  # 400
+        b"GET /mcp HTTP/1.1\r\n" + host + b"X: " + b"a" * 70_000 + b"\r\n\r\n",  # 431
+        b"GET /mcp HTTP/9.9\r\n" + host + b"\r\n",
+    ]
+
+
+@pytest.mark.timeout(300)
+def test_a_marker_written_before_a_flood_of_every_kind_a_stranger_can_cause_is_still_in_the_logs(
+    driver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small log files (16 KiB, three backups) that a few hundred unlimited lines would rotate away."""
+    monkeypatch.setattr(log, "MAX_BYTES", 16 * 1024)
+    monkeypatch.setattr("blender_addon.net.refusals.refusals", RefusalLog())
+    monkeypatch.setattr("blender_addon.net.admission.refusals", RefusalLog())
+    endpoint = start_endpoint(driver=driver, max_connections=4)
+    try:
+        log.configure(tmp_path / "bridge.log")
+        log.logger.warning("MARKER before the flood")
+        for _ in range(150):
+            for request in _strangers(endpoint.port):
+                with socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock:
+                    try:
+                        sock.sendall(request)
+                        while sock.recv(65536):
+                            pass
+                    except OSError:
+                        pass  # refused and closed before all of it was sent: a reset, as a stranger gets
+            idle = [socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) for _ in range(14)]
+            for sock in idle:  # each one past the cap closes an older one for room
+                sock.close()
+    finally:
+        endpoint.listener.stop()
+        log.configure(None)
+    kept = "".join(path.read_text() for path in tmp_path.glob("bridge.log*"))
+    assert "MARKER before the flood" in kept
+    assert "connection cap (4) reached" in kept and "refused HTTP 401" in kept  # the flood was seen, then limited
+
+
+def test_a_flood_that_never_ends_gets_longer_windows_and_new_kinds_share_one_burst() -> None:
+    now = [0.0]
+    refusals = RefusalLog(burst=2, window=60.0, clock=lambda: now[0])
+    records = _Records()
+    logger = logging.getLogger("hermes_bridge.test-endless")
+    logger.addHandler(records)
+    try:
+        for minute in range(8):  # an endless flood of one kind: windows of 60, 120, 240 s ...
+            now[0] = minute * 60.0
+            for _ in range(100):
+                refusals.refused(logger, "HTTP 404", "no such path")
+        written = len(records.messages)
+        for n in range(MAX_KINDS * 3):  # kinds a client could vary: past the bound they share one
+            refusals.say(logger, f"kind {n}", f"line {n}")
+    finally:
+        logger.removeHandler(records)
+    assert written == 2 + (1 + 2) * 3  # windows start at 0, 60, 180, 420 s: a burst each, the count before it
+    other = [m for m in records.messages[written:] if m.startswith(OTHER)]
+    assert len(records.messages) - written == MAX_KINDS - 1 + len(other) and len(other) == 2

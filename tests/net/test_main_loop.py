@@ -171,7 +171,7 @@ pauses, enough = [], threading.Event()
 class Note(logging.Handler):
     def emit(self, record):
         if "retrying in" in record.getMessage():
-            pauses.append(record.args[-1])
+            pauses.append(float(record.getMessage().split("retrying in ")[1].split()[0]))
             if len(pauses) >= 5:
                 enough.set()
 logging.getLogger("hermes_bridge.net").addHandler(Note())

@@ -18,7 +18,7 @@ from blender_addon.net.conversation import Output, Phase
 from blender_addon.net.http import HttpLimits
 from blender_addon.net.threaded import TcpListener
 
-from .conftest import Endpoint, start_endpoint
+from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
 from .drivers import Greeting, Holding
 
 CAP = 6
@@ -211,3 +211,54 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
         assert served.wait(5)
     finally:
         listener.stop()
+
+
+def test_at_the_cap_every_stranger_makes_room_before_a_known_clients_idle_connection() -> None:
+    """A known client idle for 20 ms between two calls is older than every stranger who churns connections."""
+    admission: Admission[str] = Admission(3)
+    admission.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: False)
+    admission.admit("stranger 1", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: False)
+    admission.admit("stranger 2", _Talk(Phase.RECEIVING, trusted=False), 3.0, lambda key: False)
+    closed = [
+        admission.admit(f"newcomer {n}", _Talk(Phase.WAITING, trusted=False), 4.0 + n, lambda key: False)
+        for n in range(3)
+    ]
+    assert closed == ["stranger 1", "stranger 2", "newcomer 0"] and "known" in admission.keys()
+    only_known: Admission[str] = Admission(1)
+    only_known.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: False)
+    assert only_known.admit("stranger", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: False) == "known"
+
+
+@pytest.mark.parametrize("sent", ["headers and half the body", "nothing yet, on a kept connection"])
+def test_a_request_that_passed_the_gate_is_always_answered_whatever_strangers_do_at_the_cap(
+    small: Endpoint, sent: str
+) -> None:
+    """The promise the relay's one resend rests on (README › Decisions): once the bridge has read part of an
+    authenticated request it answers it; a kept connection is closed for room only while nothing of a request was
+    read. Here the owner's connection is the oldest, and strangers churn the cap past it many times over."""
+    params = {"name": "echo", "arguments": {}, "_meta": MODERN_META}
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
+    head = "".join(f"{k.replace('_', '-')}: {v}\r\n" for k, v in modern_headers("tools/call", params).items())
+    request = _head(small, small.token.reveal(), len(body)).replace(b"\r\n\r\n", b"\r\n" + head.encode() + b"\r\n")
+    request += body.encode()
+    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as owner:
+        others: list[socket.socket] = []
+        if sent == "headers and half the body":
+            owner.sendall(request[: len(request) - len(body) // 2])
+            # Known clients in the middle of their own requests take every other slot: none of them may go either.
+            others = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP - 1)]
+            for sock in others:
+                sock.sendall(request[: len(request) - len(body) // 2])
+        else:  # one answered request first, so the connection is a known client's, waiting idle
+            owner.sendall(request)
+            assert owner.recv(65536).startswith(b"HTTP/1.1 200 ")
+        strangers = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP * 4)]
+        for sock in strangers:
+            sock.close()
+        owner.sendall(request[len(request) - len(body) // 2 :] if sent.startswith("headers") else request)
+        answer = owner.recv(65536)
+        for sock in others:
+            sock.sendall(request[len(request) - len(body) // 2 :])
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+            sock.close()
+    assert answer.startswith(b"HTTP/1.1 200 ") and b'"id":7' in answer.replace(b" ", b"")
