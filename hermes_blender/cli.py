@@ -25,7 +25,16 @@ from . import __version__
 from .addon_package import ONE_PREFERENCE, build_addon, install_addon
 from .checks import render_status, render_validation, status_report, validate, validation_report
 from .client import BridgeClient, ToolResult
-from .client_configs import CLIENTS, SERVER, TOOLKIT_SOURCE, Launch, find_launch, host_defaults, write_entry
+from .client_configs import (
+    CLIENTS,
+    SERVER,
+    TOOLKIT_SOURCE,
+    Launch,
+    absolute_argument,
+    find_launch,
+    host_defaults,
+    write_entry,
+)
 from .console_log import LogFileHandler
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
@@ -259,7 +268,7 @@ def _connect(args: argparse.Namespace) -> int:
     client = CLIENTS[args.client]
     extra: tuple[str, ...] = ()
     if args.runtime_file is not None:
-        extra += ("--runtime-file", args.runtime_file)
+        extra += ("--runtime-file", absolute_argument(args.runtime_file))
     if args.pid is not None:
         extra += ("--pid", str(args.pid))
     if args.command is not None:

@@ -3,7 +3,8 @@
 Every entry starts the stdio server (`hermes-blender mcp`), which finds Blender through the runtime file on each
 call: the entry holds no address and no token, so it never goes stale. It names an absolute executable, because
 GUI clients are often started without the user's shell PATH (the "spawn uvx ENOENT" failure). A merge keeps every
-other setting, writes a timestamped backup first, and refuses a file it cannot parse, changing nothing.
+other setting (JSON numbers as they were spelled), writes a timestamped backup first, keeps the file's owner, group,
+mode and symlink, loses no change a client makes meanwhile, and refuses a file it cannot parse, changing nothing.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import tomllib
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .contract.host import HostFacts
+from .contract.host import HostFacts, is_absolute_text, read_small_file
 from .errors import ConnectError
 
 SERVER = "blender"
@@ -43,6 +45,21 @@ class Launch:
     command: str
     args: tuple[str, ...]
     via: Literal["toolkit", "uvx"]
+
+    def __post_init__(self) -> None:
+        """A path that is not UTF-8 (a byte the shell passed on as it was) cannot be written into any config."""
+        for part in (self.command, *self.args):
+            try:
+                part.encode("utf-8")
+            except UnicodeEncodeError:
+                raise ConnectError(f"{part!r} is not UTF-8 text, which no client config can hold") from None
+
+
+def absolute_argument(text: str) -> str:
+    """A path for the entry's arguments, expanded and absolute now: a client starts the server in a folder of its
+    own choosing, where a relative path names another file. A Windows path (WSL's `C:\\...`) is kept as it is."""
+    expanded = HostFacts().expand(text)
+    return expanded if is_absolute_text(expanded) else os.path.abspath(expanded)
 
 
 def find_launch(extra_args: tuple[str, ...] = (), *, which: Callable[[str], str | None] = shutil.which) -> Launch:
@@ -205,35 +222,120 @@ class Written:
     changed: bool
 
 
-def write_entry(client: ClientConfig, launch: Launch, path: Path, *, now: datetime.datetime | None = None) -> Written:
-    """Merge the entry into `path`: other settings kept, a backup first, nothing touched if the file will not parse."""
-    entry = client.entry(launch)
-    original = path.read_text(encoding="utf-8") if path.exists() else None
+CONFIG_LIMIT = 256 * 2**20
+"""The largest config a merge reads: far above any real one (~/.claude.json keeps each project's history)."""
+
+ATTEMPTS = 10
+"""Merges tried while another program keeps rewriting the file, before giving up with nothing changed."""
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """A config as one look found it: its bytes, and the stat fields that any rewrite, chmod or chown changes."""
+
+    path: Path
+    data: bytes
+    identity: tuple[int, ...]
+    uid: int
+    gid: int
+    mode: int
+
+
+def write_entry(
+    client: ClientConfig,
+    launch: Launch,
+    path: Path,
+    *,
+    now: datetime.datetime | None = None,
+    racer: Callable[[], object] | None = None,
+) -> Written:
+    """Merge the entry into `path`: other settings kept, a backup first, nothing touched if the file will not parse.
+
+    The merge is a compare-and-swap, because a client rewrites its config whenever it likes and takes no lock: the
+    file is read, merged and written beside itself, then looked at again, and renamed over only if it is still the
+    file that was read; else the merge starts again from the new file. `racer` runs just before that second look,
+    where a client's rewrite would land (tests race a real process there). A symlinked config (stow, chezmoi,
+    home-manager) stays a link: its target is written. Every failure is a ConnectError.
+    """
+    target = Path(os.path.realpath(path))
+    stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    try:
+        for _ in range(ATTEMPTS):
+            seen = _look(target)
+            text = _merged(client, client.entry(launch), seen, target)
+            if text is None:
+                return Written(path, None, changed=False)
+            backup = _back_up(path, stamp, seen) if seen is not None else None
+            swapped = False
+            try:
+                swapped = _swap(target, text.encode("utf-8"), seen, racer)
+            finally:
+                if backup is not None and not swapped:
+                    backup.unlink(missing_ok=True)
+            if swapped:
+                return Written(path, backup, changed=True)
+    except RecursionError:
+        raise ConnectError(f"{path} is nested too deeply to merge: nothing was changed") from None
+    except OSError as exc:
+        reason = f"{exc.filename or path}: {exc.strerror}" if exc.strerror else str(exc)
+        raise ConnectError(f"{reason}: nothing was changed") from None
+    raise ConnectError(f"{path} kept changing while it was merged (another program writes it): nothing was changed")
+
+
+def _look(path: Path) -> _Seen | None:
+    """The file now, or None when there is none; anything but a readable regular file is an OSError, never a hang."""
+    try:
+        status = os.stat(path)
+        data = read_small_file(path, CONFIG_LIMIT)
+    except FileNotFoundError:
+        return None
+    identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
+    return _Seen(path, data, identity, status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode))
+
+
+def _merged(client: ClientConfig, entry: Entry, seen: _Seen | None, path: Path) -> str | None:
+    """The file's text with the entry merged in; None when it already holds this entry."""
+    original = _decoded(seen.data, path) if seen is not None else None
     parse = _parse_toml if client.syntax == "toml" else _parse_json
     current = parse(original, path) if original is not None else {}
     table = current.get(client.table, {})
     if not isinstance(table, dict):
         raise ConnectError(f"{path}: {client.table!r} is not a table of servers; add the entry by hand")
     if table.get(SERVER) == entry:
-        return Written(path, None, changed=False)
+        return None
     if client.syntax == "toml":
-        text = _merged_toml(original or "", client.table, entry, path)
-    else:
-        text = json.dumps({**current, client.table: {**table, SERVER: entry}}, indent=2, ensure_ascii=False) + "\n"
-    backup = None
-    if original is not None:
-        stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
-        backup = path.with_name(f"{path.name}.bak-{stamp}")
-        shutil.copy2(path, backup)  # the mode too: ~/.claude.json also holds the user's sign-in
-    _replace(path, text)
-    return Written(path, backup, changed=True)
+        return _merged_toml(original or "", client.table, entry, path)
+    return _json_text({**current, client.table: {**table, SERVER: entry}}) + "\n"
+
+
+def _decoded(data: bytes, path: Path) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConnectError(
+            f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}): nothing was changed"
+        ) from None
+
+
+@dataclass(frozen=True)
+class _Number:
+    """A JSON number as the file spells it: `1e400` stays `1e400` (Python would write `Infinity`, which no Node
+    client parses) and `12345678901234567890.5` keeps its digits."""
+
+    text: str
 
 
 def _parse_json(text: str, path: Path) -> dict[str, Any]:
     if not text.strip():
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(
+            text,
+            parse_int=_Number,
+            parse_float=_Number,
+            parse_constant=_not_json,
+            object_pairs_hook=lambda pairs: _object(pairs, path),
+        )
     except ValueError as exc:
         raise ConnectError(
             f"{path} is not plain JSON ({exc}; comments are not kept by a merge): nothing was changed; "
@@ -242,6 +344,44 @@ def _parse_json(text: str, path: Path) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise ConnectError(f"{path} does not hold a JSON object: nothing was changed")
     return value
+
+
+def _not_json(word: str) -> None:
+    raise ValueError(f"{word} is not a JSON number")
+
+
+def _object(pairs: list[tuple[str, Any]], path: Path) -> dict[str, Any]:
+    """The object in the file's order; a key twice is refused, since a merge would keep one and drop the other."""
+    value: dict[str, Any] = {}
+    for key, item in pairs:
+        if key in value:
+            raise ConnectError(f"{path} has the key {key!r} twice in one object: nothing was changed")
+        value[key] = item
+    return value
+
+
+def _json_text(value: Any, indent: str = "") -> str:
+    """What `json.dumps(value, indent=2, ensure_ascii=False)` writes, each number spelled as the file spelled it."""
+    inner = indent + "  "
+    if isinstance(value, _Number):
+        return value.text
+    if isinstance(value, str):
+        return _json_string(value)
+    if isinstance(value, dict) and value:
+        items = (f"{inner}{_json_string(key)}: {_json_text(item, inner)}" for key, item in value.items())
+        return "{\n" + ",\n".join(items) + f"\n{indent}}}"
+    if isinstance(value, list) and value:
+        return "[\n" + ",\n".join(inner + _json_text(item, inner) for item in value) + f"\n{indent}]"
+    return json.dumps(value)  # null, true, false, {} and []
+
+
+def _json_string(text: str) -> str:
+    """The string as it reads, but escaped when it holds a lone surrogate (JSON's `\\ud83d`, which UTF-8 cannot)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(text)
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _parse_toml(text: str, path: Path) -> dict[str, Any]:
@@ -288,16 +428,63 @@ def _toml_table(table: str, entry: Entry) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _replace(path: Path, text: str) -> None:
-    """Write beside the file, then rename over it: a crash leaves the old file or the new one, never half."""
+def _swap(path: Path, data: bytes, seen: _Seen | None, racer: Callable[[], object] | None) -> bool:
+    """Write beside the file, then rename over it if it is still the file the merge read (False: it changed).
+
+    A crash leaves the old file or the new one, never half. Between the last look and the rename another writer can
+    still slip in: no rename compares and swaps in one step, so the window is made as short as it can be.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o777 if path.exists() else 0o600
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-        os.chmod(temporary, mode)
+        _fill(handle, data, seen)
+        if racer is not None:
+            racer()
+        if _look(path) != seen:
+            Path(temporary).unlink()
+            return False
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+    return True
+
+
+def _back_up(path: Path, stamp: str, seen: _Seen) -> Path:
+    """The bytes a merge replaces, in a new file beside `path`: never over an existing file, never through a link."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    count = 0
+    while True:
+        backup = path.with_name(f"{path.name}.bak-{stamp}" + (f"-{count}" if count else ""))
+        try:
+            handle = os.open(backup, flags, 0o600)
+            break
+        except FileExistsError:
+            count += 1  # an earlier backup from the same second, or a link planted at the name
+    try:
+        _fill(handle, seen.data, seen)
+    except BaseException:
+        backup.unlink(missing_ok=True)
+        raise
+    return backup
+
+
+def _fill(handle: int, data: bytes, seen: _Seen | None) -> None:
+    """Write a new file and close it, giving it the replaced file's owner, group and mode (`sudo -E` runs as root in
+    the user's home, and a root-owned ~/.claude.json locks its user out); a file new to the folder is owner-only."""
+    with os.fdopen(handle, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+        if os.name != "posix":
+            return  # Windows gives a new file its folder's ACL
+        created = os.fstat(file.fileno())
+        if seen is not None and (seen.uid, seen.gid) != (created.st_uid, created.st_gid):
+            try:
+                os.fchown(file.fileno(), seen.uid, seen.gid)
+            except PermissionError:
+                raise ConnectError(
+                    f"{seen.path} belongs to uid {seen.uid} and gid {seen.gid}, which this user cannot give "
+                    "a new file: nothing was changed; run as its owner"
+                ) from None
+        os.fchmod(file.fileno(), seen.mode if seen is not None else 0o600)  # after the chown, which clears set-id bits

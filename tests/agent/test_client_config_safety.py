@@ -1,0 +1,343 @@
+"""`hermes-blender connect --write` against what users' config files really are: rewritten by their client at the
+same moment, owned by someone else than root, kept as symlinks, full of numbers Python would change, or not files."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hermes_blender.client_configs import ATTEMPTS, CLIENTS, Launch, write_entry
+from hermes_blender.errors import ConnectError
+from tests.other_user import AS_NOBODY, needs_another_user
+
+pytestmark = pytest.mark.timeout(120)
+
+COMMAND = "/opt/tools/bin/hermes-blender"
+LAUNCH = Launch(COMMAND, ("mcp",), "toolkit")
+NOW = datetime.datetime(2026, 12, 1, 16, 0, 0)
+STAMP = "20261201-160000"
+posix_only = pytest.mark.skipif(os.name != "posix", reason="POSIX owners, modes, links and FIFOs")
+
+_CLIENT_WRITES = """
+import json, os, sys
+path, key, style = sys.argv[1:]
+with open(path) as file:
+    settings = json.load(file)
+settings[key] = True
+text = json.dumps(settings)
+if style == "rename":  # how Claude Code and Gemini CLI save: a new file renamed over the old
+    with open(path + ".saving", "w") as file:
+        file.write(text)
+    os.replace(path + ".saving", path)
+else:  # how a plain editor saves: the same file, rewritten
+    with open(path, "r+") as file:
+        file.write(text)
+        file.truncate()
+"""
+
+
+def _client_writes(path: Path, key: str, style: str) -> None:
+    """The client, a real process of its own, adds `key` to its config."""
+    subprocess.run([sys.executable, "-c", _CLIENT_WRITES, str(path), key, style], check=True, timeout=60)
+
+
+def _connect(
+    *args: str | bytes, cwd: Path | None = None, env: dict[str, str] | None = None, prefix: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess[str]:
+    """The real CLI, as a user runs it."""
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "hermes_blender.cli", "connect", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+    )
+
+
+@pytest.mark.parametrize("style", ["rename", "in-place"])
+def test_a_client_that_rewrites_its_config_during_the_merge_loses_nothing(tmp_path: Path, style: str) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": "dark"}')
+    races: list[str] = []
+
+    def client_saves_in_the_window() -> None:
+        if len(races) < 3:  # then it is quiet, and the merge goes through
+            races.append(f"client-{len(races)}")
+            _client_writes(path, races[-1], style)
+
+    written = write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW, racer=client_saves_in_the_window)
+    after = json.loads(path.read_text())
+    assert races == ["client-0", "client-1", "client-2"]
+    assert all(after[key] is True for key in races) and after["theme"] == "dark"
+    assert after["mcpServers"]["blender"]["command"] == COMMAND
+    assert written.backup is not None and set(json.loads(written.backup.read_text())) == {"theme", *races}
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, written.backup.name])
+
+
+def test_a_config_that_never_stops_changing_is_left_to_its_client(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    path.write_text("{}")
+    keys = iter(range(ATTEMPTS))
+    with pytest.raises(ConnectError, match="kept changing while it was merged"):
+        write_entry(
+            CLIENTS["gemini"], LAUNCH, path, now=NOW, racer=lambda: _client_writes(path, f"k{next(keys)}", "rename")
+        )
+    assert json.loads(path.read_text()) == {f"k{n}": True for n in range(ATTEMPTS)}
+    assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no backup, no temporary file
+
+
+@needs_another_user
+def test_run_as_root_in_a_users_home_the_config_keeps_its_owner_group_and_mode() -> None:
+    """`sudo -E hermes-blender connect ... --write`: root writes the user's ~/.claude.json, which holds their sign-in."""
+    with tempfile.TemporaryDirectory() as folder:
+        home = Path(folder)
+        os.chown(home, 65534, 65534)
+        config = home / ".claude.json"
+        config.write_text('{"oauthAccount": {"emailAddress": "ana@example.com"}}')
+        os.chown(config, 65534, 65534)
+        config.chmod(0o600)
+        done = _connect("claude-code", "--write", "--command", COMMAND, env={**os.environ, "HOME": str(home)})
+        assert done.returncode == 0, done.stderr
+        backups = list(home.glob(".claude.json.bak-*"))
+        assert len(backups) == 1
+        for path in (config, *backups):
+            status = path.lstat()
+            assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (65534, 65534, 0o600), path
+        read = subprocess.run(
+            [
+                *AS_NOBODY,
+                "/usr/bin/python3",
+                "-c",
+                "import json, sys; print(json.load(open(sys.argv[1]))['mcpServers']['blender']['command'])",
+                str(config),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert read.returncode == 0 and read.stdout.strip() == COMMAND, read.stderr
+
+
+@posix_only
+def test_a_symlinked_config_stays_a_link_and_its_target_is_written(tmp_path: Path) -> None:
+    dotfiles, home = tmp_path / "dotfiles", tmp_path / "home"
+    dotfiles.mkdir()
+    home.mkdir()
+    (dotfiles / "claude.json").write_text('{"theme": "dark"}')
+    link = home / ".claude.json"
+    link.symlink_to("../dotfiles/claude.json")
+    written = write_entry(CLIENTS["claude-code"], LAUNCH, link, now=NOW)
+    assert link.is_symlink() and os.readlink(link) == "../dotfiles/claude.json"
+    after = json.loads((dotfiles / "claude.json").read_text())
+    assert after["theme"] == "dark" and after["mcpServers"]["blender"]["command"] == COMMAND
+    assert [p.name for p in dotfiles.iterdir()] == ["claude.json"]
+    assert written.backup == home / f".claude.json.bak-{STAMP}"
+    assert json.loads(written.backup.read_text()) == {"theme": "dark"}
+
+
+@posix_only
+def test_backups_never_overwrite_a_file_or_follow_a_link_planted_at_their_name(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{"a": 1}')
+    path.chmod(0o640)
+    victim = tmp_path / "victim"
+    victim.write_text("mine")
+    planted = tmp_path / f"mcp.json.bak-{STAMP}"
+    planted.symlink_to(victim)
+    first = write_entry(CLIENTS["cursor"], LAUNCH, path, now=NOW)
+    path.write_text('{"b": 2}')  # the user changes it, and connects again within the same second
+    second = write_entry(CLIENTS["cursor"], LAUNCH, path, now=NOW)
+    assert victim.read_text() == "mine" and planted.is_symlink() and os.readlink(planted) == str(victim)
+    assert first.backup is not None and second.backup is not None
+    assert len({planted, first.backup, second.backup}) == 3
+    assert first.backup.read_text() == '{"a": 1}' and second.backup.read_text() == '{"b": 2}'
+    for backup in (first.backup, second.backup):
+        assert not backup.is_symlink() and stat.S_IMODE(backup.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize(
+    ("given", "written"),
+    [
+        ("rt/server.json", lambda cwd, home: str(cwd / "rt" / "server.json")),
+        ("~/rt.json", lambda cwd, home: str(home / "rt.json")),
+        ("C:\\Users\\ana\\server.json", lambda cwd, home: "C:\\Users\\ana\\server.json"),  # WSL: the Windows side's
+    ],
+    ids=["relative", "home", "windows"],
+)
+def test_every_path_written_into_a_config_is_absolute(
+    tmp_path: Path, given: str, written: Callable[[Path, Path], str]
+) -> None:
+    """A client starts the server in a folder of its own choosing, where a relative path names another file."""
+    cwd, home = tmp_path.resolve() / "work", tmp_path.resolve() / "home"
+    cwd.mkdir()
+    done = _connect(
+        "cursor",
+        "--write",
+        "--config",
+        "mcp.json",
+        "--command",
+        "bin/hermes-blender",
+        "--runtime-file",
+        given,
+        cwd=cwd,
+        env={**os.environ, "HOME": str(home)},
+    )
+    assert done.returncode == 0, done.stderr
+    entry = json.loads((cwd / "mcp.json").read_text())["mcpServers"]["blender"]
+    assert entry == {
+        "command": str(cwd / "bin" / "hermes-blender"),
+        "args": ["mcp", "--runtime-file", written(cwd, home)],
+    }
+
+
+def test_numbers_key_order_and_lone_surrogates_are_written_back_as_the_file_had_them(tmp_path: Path) -> None:
+    """No Node client parses Python's `Infinity`; a big integer or `1.50` is the user's spelling, not ours."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"z": 1e400, "m": {"b": [1.50, -0, 12345678901234567890123, 1E-7], "a": "\\ud83d x"}, "e": {}}')
+    write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
+    assert path.read_text() == (
+        "{\n"
+        '  "z": 1e400,\n'
+        '  "m": {\n'
+        '    "b": [\n      1.50,\n      -0,\n      12345678901234567890123,\n      1E-7\n    ],\n'
+        '    "a": "\\ud83d x"\n'
+        "  },\n"
+        '  "e": {},\n'
+        '  "mcpServers": {\n'
+        f'    "blender": {{\n      "command": "{COMMAND}",\n      "args": [\n        "mcp"\n      ]\n    }}\n'
+        "  }\n"
+        "}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ('{"theme": "dark", "mcpServers": {}, "theme": "light"}', "has the key 'theme' twice"),
+        ('{"mcpServers": {"blender": {"command": "/a", "command": "/b"}}}', "has the key 'command' twice"),
+        ('{"scale": NaN}', "NaN is not a JSON number"),
+        ('{"scale": -Infinity}', "-Infinity is not a JSON number"),
+    ],
+    ids=["key-twice", "nested-key-twice", "nan", "infinity"],
+)
+def test_a_key_twice_or_a_number_json_has_not_is_refused_by_name(tmp_path: Path, text: str, refusal: str) -> None:
+    """A merge would keep one of the two values and silently drop the other."""
+    path = tmp_path / "settings.json"
+    path.write_text(text)
+    with pytest.raises(ConnectError, match=refusal + ".*nothing was changed"):
+        write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
+    assert path.read_text() == text and [p.name for p in tmp_path.iterdir()] == [path.name]
+
+
+def _without_root_override() -> tuple[str, ...]:
+    """Root reads and writes past any mode; without those two capabilities it is held to them like anyone."""
+    if os.name != "posix":
+        pytest.skip("POSIX modes")
+    if os.geteuid() != 0:
+        return ()
+    if not shutil.which("setpriv"):
+        pytest.skip("root needs setpriv to drop its override of file modes")
+    return ("setpriv", "--bounding-set=-dac_override,-dac_read_search", "--")
+
+
+Setup = tuple[tuple[str | bytes, ...], tuple[str, ...]]
+"""What a case adds to the command line, and what runs the command (a prefix such as setpriv)."""
+
+
+def _folder(path: Path) -> Setup:
+    path.mkdir()
+    return (), ()
+
+
+def _fifo(path: Path) -> Setup:
+    os.mkfifo(path)
+    return (), ()
+
+
+def _device(path: Path) -> Setup:
+    """A /dev/null of the test's own: a merge that wrongly wrote the real one would break the whole machine."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        os.close(os.open(path, os.O_RDONLY))
+    except (AttributeError, PermissionError):
+        pytest.skip("making and opening a device node needs root, and a folder not mounted nodev")
+    return (), ()
+
+
+def _deep(path: Path) -> Setup:
+    path.write_text('{"a": ' * 100_000 + "1" + "}" * 100_000)
+    return (), ()
+
+
+def _not_utf8(path: Path) -> Setup:
+    path.write_bytes(b'{"name": "caf\xe9"}')  # Latin-1
+    return (), ()
+
+
+def _command_not_utf8(path: Path) -> Setup:
+    return ("--command", b"/opt/caf\xe9/hermes-blender"), ()  # the last --command given is the one used
+
+
+def _unreadable(path: Path) -> Setup:
+    prefix = _without_root_override()
+    path.write_text("{}")
+    path.chmod(0)
+    return (), prefix
+
+
+def _unwritable_folder(path: Path) -> Setup:
+    prefix = _without_root_override()
+    path.write_text("{}")
+    path.parent.chmod(0o500)
+    return (), prefix
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        pytest.param(_folder, "is not a regular file: nothing was changed", marks=posix_only),
+        pytest.param(_fifo, "is not a regular file: nothing was changed", marks=posix_only),
+        (_device, "is not a regular file: nothing was changed"),
+        (_deep, "is nested too deeply to merge: nothing was changed"),
+        (_not_utf8, "is not UTF-8 text (invalid continuation byte at byte 13): nothing was changed"),
+        pytest.param(_command_not_utf8, "is not UTF-8 text, which no client config can hold", marks=posix_only),
+        (_unreadable, "Permission denied: nothing was changed"),
+        (_unwritable_folder, "Permission denied: nothing was changed"),
+    ],
+    ids=["folder", "fifo", "device", "deep", "not-utf8", "command-not-utf8", "unreadable", "unwritable-folder"],
+)
+def test_a_config_that_cannot_be_merged_is_one_line_exit_2_and_nothing_changed(
+    tmp_path: Path, make: Callable[[Path], Setup], said: str
+) -> None:
+    folder = tmp_path / "config"
+    folder.mkdir()
+    path = folder / "settings.json"
+    args, prefix = make(path)
+    before = _state(folder)
+    try:
+        done = _connect("gemini", "--write", "--config", str(path), "--command", COMMAND, *args, prefix=prefix)
+    finally:
+        folder.chmod(0o700)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("hermes-blender: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert said in done.stderr
+    assert _state(folder) == before
+
+
+def _state(folder: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry under `folder` by kind and mode, size and time of its last change."""
+    return {
+        str(p.relative_to(folder)): (p.lstat().st_mode, p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in folder.rglob("*")
+    }
