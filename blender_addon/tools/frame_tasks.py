@@ -20,7 +20,7 @@ import bpy
 
 from ..errors import JobInterrupted, ToolError
 from .base import MUTATING, READ_ONLY, Tool, arguments, shallow
-from .frames import FRAMES_SCHEMA, FrameRange
+from .frames import FRAMES_SCHEMA, SKIPS_SHOWN, FrameRange
 
 WORKING, COMPLETED, FAILED, CANCELLED = "working", "completed", "failed", "cancelled"
 KEPT = 16
@@ -28,6 +28,11 @@ KEPT = 16
 TTL = 3600.0
 """Seconds a finished task is kept."""
 POLL_INTERVAL_MS = 2000
+MAX_WORKING = 8
+"""Tasks working at once per bridge. Blender renders one frame at a time, so more tasks only take turns (each
+finishes later); each holds its folder open and its range in memory, and a start checks up to 10,000 names
+(100 working tasks of 10,000 frames cost 664 MiB, each start 0.5 s of the loop). Eight covers an agent
+rendering a few cameras or shots side by side."""
 
 Schedule = Callable[[Callable[[], bool]], None]
 """Runs a step on Blender's main thread between jobs, again while it returns True (the dispatcher's)."""
@@ -58,6 +63,7 @@ class FramesTask:
         """The scene of the file open at the start: another file's scene of the same name is not this one."""
         self.status = WORKING
         self.done = 0
+        """Frames finished: written, or skipped (`frames.skipped`)."""
         self.message = f"waiting for its first frame (0 of {len(frames)})"
         self.created = self.updated = time.time()
 
@@ -72,7 +78,7 @@ class FramesTask:
                 FAILED, f"the scene {self._scene!r} is gone (another file was opened) after {self._count()}"
             )
         try:
-            self.frames.render(self.done, scene)
+            skipped = self.frames.render(self.done, scene)
         except ToolError as exc:
             return self._end(FAILED, f"{exc} (after {self._count()})")
         except JobInterrupted:
@@ -82,8 +88,15 @@ class FramesTask:
             return self._end(FAILED, f"{type(exc).__name__}: {exc} (after {self._count()})")
         self.done += 1
         if self.done == len(self.frames):
+            if skipped := self.frames.skipped_count:
+                return self._end(
+                    COMPLETED,
+                    f"{self.done - skipped} of {self.done} frames written; {skipped} skipped: their names were "
+                    "taken in the folder after the start (`skipped` says which and why)",
+                )
             return self._end(COMPLETED, f"all {len(self.frames)} frames written")
-        self.message, self.updated = f"{self.frames.word(self.done - 1)}: written", time.time()
+        word = f"skipped ({skipped})" if skipped else "written"
+        self.message, self.updated = f"{self.frames.word(self.done - 1)}: {word}", time.time()
         return True
 
     def cancel(self) -> None:
@@ -110,7 +123,9 @@ class FramesTask:
             "done": self.done,
             "count": len(frames),
             "folder": str(frames.folder),
-            "last_written": str(frames.paths[self.done - 1]) if self.done else None,
+            "last_written": str(frames.last_written) if frames.last_written else None,
+            "skipped": list(frames.skipped),
+            "skipped_count": frames.skipped_count,
             "created_at": _iso(self.created),
             "last_updated_at": _iso(self.updated),
             "seconds": round((self.updated if self.status != WORKING else time.time()) - self.created, 3),
@@ -119,7 +134,9 @@ class FramesTask:
         }
 
     def _end(self, status: str, message: str) -> bool:
+        """Every way a task ends comes here: its folder is let go."""
         self.status, self.message, self.updated = status, message, time.time()
+        self.frames.close()
         return False
 
     def _count(self) -> str:
@@ -133,10 +150,21 @@ def _iso(stamp: float) -> str:
 def start(arguments: dict[str, Any]) -> dict[str, Any]:
     if _schedule is None:
         raise ToolError("no bridge is serving, so no task can run", state="stopped")
+    working = sum(task.status == WORKING for task in _tasks.values())
+    if working >= MAX_WORKING:
+        raise ToolError(
+            f"{working} tasks are working, the most one bridge runs at once ({MAX_WORKING}); wait for one to "
+            "finish or cancel one (cancel_render_frames_task), then start this one",
+            state="too_many_tasks",
+        )
     scene = bpy.context.scene
     task = FramesTask(FrameRange(arguments, scene), scene)
     _forget_old()
-    _schedule(task.step)
+    try:
+        _schedule(task.step)
+    except BaseException:
+        task.frames.close()
+        raise
     _tasks[task.task_id] = task
     return task.snapshot()
 
@@ -181,6 +209,8 @@ TASK_RESULT = shallow(
     count="integer",
     folder="string",
     last_written=["string", "null"],
+    skipped="array",
+    skipped_count="integer",
     created_at="string",
     last_updated_at="string",
     seconds="number",
@@ -195,7 +225,8 @@ FRAME_TASK_TOOLS = (
         "Start rendering frames frame_start..frame_end (as render_frames_to_folder) and answer at once with a "
         "task_id. Blender renders one frame at a time between other requests, so nothing waits on the call: ask "
         "get_render_frames_task every poll_interval_ms, and cancel_render_frames_task to stop it. Every name is "
-        "checked before the task starts, so a refusal writes nothing.",
+        "checked before the task starts, so a refusal writes nothing; a folder other users may write to (unless "
+        f"it is sticky, like /tmp) is refused, and so is a start while {MAX_WORKING} tasks are working.",
         start,
         input_schema=FRAMES_SCHEMA,
         output_schema=TASK_RESULT,
@@ -204,8 +235,10 @@ FRAME_TASK_TOOLS = (
     Tool(
         "get_render_frames_task",
         "Ask after a frame-range task",
-        "The task's status (working, completed, failed or cancelled), its message, how many frames are written "
-        "and the last one's path. Finished tasks are kept for ttl_ms.",
+        "The task's status (working, completed, failed or cancelled), its message, how many frames are done "
+        "and the last one written. A frame whose name someone else took in the folder is skipped, never written "
+        f"through or replaced: `skipped` names them (the first {SKIPS_SHOWN}) and why. Finished tasks are kept for "
+        "ttl_ms.",
         get,
         input_schema=TASK_ID,
         output_schema=TASK_RESULT,
