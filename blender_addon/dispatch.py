@@ -403,8 +403,9 @@ class InPlaceDispatcher(Dispatcher):
 
     def background_step(self) -> bool:
         """One step of the background work, in place (the main loop calls this once per turn, after the turn's
-        requests); whether any work remains. A step is watched as a job is, for a stop."""
-        if not self._background or self._closed:
+        requests); whether any work remains. A step is watched as a job is, for a stop; once a stop is asked no
+        step starts (a frame begun then ran to its end, past the stop's one second)."""
+        if not self._background or self._closed or self.stop_requested():
             return False
         step = self._background.popleft()
         job = Job(step)

@@ -16,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import bpy
+import psutil
 import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
@@ -185,6 +186,9 @@ def test_on_the_main_loop_a_request_that_comes_during_another_waits_its_turn(
     assert answer["structuredContent"]["result"] == {"order": ["slow", "second"]}
 
 
+_SWALLOWING_LOOP = (
+    "import time\nwhile True:\n    try:\n        time.sleep(0.2)\n    except BaseException:\n        pass"
+)
 _HOLDS = {
     "busy-loop": "while True:\n    pass",
     "sleep": "import time\ntime.sleep(600)",
@@ -196,9 +200,15 @@ _HOLDS = {
         "while True:\n    try:\n        inner()\n    except:\n        pass"
     ),
     "swallow-then-answer": "import time\ntry:\n    time.sleep(600)\nexcept BaseException:\n    pass\nresult = {'fine': True}",
+    # C's system() waits for its child again after a signal: only ending the child ends the wait.
+    "os-system": "import os\nos.system('sleep 600')",
+    # A catch-all loop compiled under another file name, or exec'd from a string (a script read from disk).
+    "loop-in-another-file": f"exec(compile({_SWALLOWING_LOOP!r}, 'x.py', 'exec'))",
+    "loop-in-an-exec-string": f"exec({_SWALLOWING_LOOP!r})",
 }
 
 
+_SWALLOWING = ("nested-bare-except", "swallow-then-answer", "loop-in-another-file", "loop-in-an-exec-string")
 SWALLOWING_NEEDS = (3, 12)
 """Python 3.11 (Blender 4.5) has no sys.monitoring: there only the repeated signal acts, and a loop that catches
 every exception and goes back to its wait can outlast it (README > Security)."""
@@ -210,7 +220,7 @@ every exception and goes back to its wait can outlast it (README > Security)."""
         pytest.param(
             hold,
             marks=pytest.mark.skipif(
-                hold in ("nested-bare-except", "swallow-then-answer") and sys.version_info < SWALLOWING_NEEDS,
+                hold in _SWALLOWING and sys.version_info < SWALLOWING_NEEDS,
                 reason="needs sys.monitoring (Python 3.12+); a documented limit on Blender 4.5",
             ),
         )
@@ -240,6 +250,47 @@ def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadl
     assert held["isError"] is True and error["state"] == "interrupted" and "was stopped" in error["error"], error
     assert "hermes_test_after" not in bpy.app.driver_namespace  # stopped where it waited, not after
     assert after["structuredContent"]["result"] == {"next": True}
+    assert not [p.cmdline() for p in psutil.Process().children(recursive=True) if "600" in p.cmdline()]
+
+
+@pytest.mark.skipif(sys.version_info < SWALLOWING_NEEDS, reason="sys.monitoring needs Python 3.12+")
+@pytest.mark.parametrize("attack", ["free", "take"])
+def test_agent_code_that_frees_or_takes_the_bridges_monitoring_tool_leaves_deadlines_working(
+    service: ModuleType, tmp_path: Path, attack: str
+) -> None:
+    """Freeing the tool id once answered HTTP 500 to that call and every later one, and killed the watchdog."""
+    config = service.BridgeConfig(
+        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, mode=service.Mode.BACKGROUND
+    )
+    bridge = service.start(config)
+    freeing = (
+        "import sys\nfor n in range(6):\n    if sys.monitoring.get_tool(n) == 'hermes-bridge-interrupt':\n"
+        "        sys.monitoring.free_tool_id(n)\nresult = {'freed': True}"
+    )
+    if attack == "take":  # and hold every id the bridge could move to
+        freeing += (
+            "\nfor n in (3, 4):\n    if sys.monitoring.get_tool(n) is None:\n        sys.monitoring.use_tool_id(n, 'x')"
+        )
+
+    # With the id freed it is claimed again, so even a catch-all loop ends; with every id taken only the signal is
+    # left (the log says so), which still ends a plain wait.
+    held = _SWALLOWING_LOOP if attack == "free" else _HOLDS["sleep"]
+
+    def ask() -> list[dict]:
+        return [
+            _call(bridge, "execute_blender_code", {"code": freeing}),
+            _call(bridge, "execute_blender_code", {"code": held}),
+            _call(bridge, "execute_blender_code", {"code": "result = {'next': True}"}),
+        ]
+
+    try:
+        freed, looped, after = serve_while(bridge.dispatcher, ask, bridge.serve)
+    finally:
+        for n in (3, 4):
+            if sys.monitoring.get_tool(n) == "x":
+                sys.monitoring.free_tool_id(n)
+    assert freed["isError"] is False and after["structuredContent"]["result"] == {"next": True}
+    assert looped["isError"] is True and json.loads(looped["content"][0]["text"])["state"] == "interrupted"
 
 
 def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: ModuleType, tmp_path: Path) -> None:

@@ -129,3 +129,13 @@ def _broken_once(real):
         return real(budget)
 
     return run_pending
+
+
+def test_no_background_step_starts_once_a_stop_is_asked(dispatch: ModuleType) -> None:
+    """A stop asked while a turn served requests used to start the next frame anyway, which ran to its end."""
+    dispatcher = dispatch.InPlaceDispatcher()
+    steps: list[int] = []
+    dispatcher.start_background(lambda: steps.append(1) is None)
+    assert dispatcher.background_step() is True and steps == [1]
+    dispatcher.request_stop()
+    assert dispatcher.background_step() is False and steps == [1]

@@ -1,0 +1,94 @@
+"""The processes a job started, so that its deadline ends them too.
+
+C's `system()` waits for its child again when a signal interrupts the wait, so `os.system("sleep 150")` held a job
+(and every client behind it) past its deadline until the child exited. A job's children are told apart from
+Blender's own by when they started: descendants of this process that began after the job did. Nothing is recorded
+while a job runs (its start time is one clock read), so a job within its time pays nothing; the process table is
+read only once a deadline has passed. Linux reads /proc; macOS asks `ps`; Windows has no signal to end a wait
+with, so there a job's child is left to end by itself (README › Decisions).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def started_at() -> float:
+    """Now, on the clock process start times are measured against (seconds since boot on Linux)."""
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.time()
+
+
+def end_started_since(since: float) -> list[int]:
+    """Kill (SIGKILL) every descendant of this process that started at `since` or later; the pids killed."""
+    if not hasattr(signal, "SIGKILL"):
+        return []
+    ended = []
+    for pid in _descendants_started_since(since):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            ended.append(pid)
+        except OSError:  # it ended meanwhile
+            pass
+    return ended
+
+
+def _descendants_started_since(since: float) -> list[int]:
+    table = dict(_linux_table() if sys.platform.startswith("linux") else _ps_table())
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    found, pending = [], list(children.get(os.getpid(), []))
+    while pending:
+        pid = pending.pop()
+        pending += children.get(pid, [])
+        if table[pid][1] >= since:
+            found.append(pid)
+    return found
+
+
+def _linux_table(proc: Path = Path("/proc")) -> Iterator[tuple[int, tuple[int, float]]]:
+    """pid -> (parent pid, start in seconds since boot), from /proc/<pid>/stat (the name in it may hold spaces)."""
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        # After the name: state, ppid, ... starttime is field 22 of the whole line, the 20th after the name.
+        # The start is rounded down to a tick: a child started within the job's first tick still counts.
+        yield int(entry.name), (int(fields[1]), (int(fields[19]) + 1) / _TICKS)
+
+
+def _ps_table() -> Iterator[tuple[int, tuple[int, float]]]:
+    """pid -> (parent pid, start as a time.time()), from `ps` (macOS and other POSIX): elapsed time to a second."""
+    try:
+        listing = subprocess.run(
+            ["ps", "-A", "-o", "pid=,ppid=,etime="], capture_output=True, text=True, timeout=10
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return
+    now = time.time()
+    for line in listing.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            yield int(parts[0]), (int(parts[1]), now - _elapsed(parts[2]) + 1.0)
+
+
+def _elapsed(etime: str) -> float:
+    """ps's [[dd-]hh:]mm:ss as seconds."""
+    days, _, rest = etime.rpartition("-")
+    seconds = 0
+    for part in rest.split(":"):
+        seconds = seconds * 60 + int(part)
+    return seconds + int(days or 0) * 86400
