@@ -41,6 +41,18 @@ class OtherUser:
     def run_as(self) -> tuple[str, ...]:
         return ("setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--")
 
+    def run_script(self, script: Path, *args: str) -> subprocess.Popen[str]:
+        """`script` run by this user with the system's Python, from a copy it can read (the checkout may be in a
+        folder only we can enter), its output a pipe of lines."""
+        folder = Path(tempfile.mkdtemp(prefix="bb-other-user-"))
+        folder.chmod(0o755)
+        copy = folder / script.name
+        shutil.copyfile(script, copy)
+        copy.chmod(0o644)
+        return subprocess.Popen(
+            [*self.run_as, "/usr/bin/python3", str(copy), *args], stdout=subprocess.PIPE, text=True, cwd=folder
+        )
+
 
 def made_user() -> Iterator[OtherUser]:
     """A fresh account (no home, no login), so nothing another run or the machine holds can be mistaken for it."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 from .conversation import Conversation, Phase
@@ -21,8 +20,11 @@ from .refusals import refusals
 
 log = logging.getLogger("hermes_bridge.net")
 
-BACKLOG = 128
-"""The listen queue; a turn of the main loop accepts up to this many, so a burst never leaves it full."""
+BACKLOG = 4096
+"""The listen queue (the kernel caps it: Linux's somaxconn is 4096, macOS's 128). Another user who churns hundreds
+of connections at once filled a queue of 128, and an honest connection's SYN then waited for the kernel's 1 s
+retransmit (p99 69x its quiet value); a turn of the main loop accepts up to this many, so a burst never leaves
+it full."""
 RESERVED_FILES = 128
 """Descriptors left to Blender itself (files, images, libraries) when the cap is derived."""
 MAX_BACKOFF = 1.0
@@ -54,24 +56,19 @@ def evictable(conversation: Conversation) -> bool:
     return phase is Phase.WAITING or (phase is Phase.RECEIVING and not conversation.trusted)
 
 
-@dataclass
-class _Entry:
-    opened: float
-    conversation: Conversation
-
-
 class Admission(Generic[Key]):
     """The connections of one driver, under one cap; thread-safe (the threaded driver admits on its accept thread)."""
 
     def __init__(self, cap: int | None = None) -> None:
         self.cap = cap or default_max_connections()
         self._lock = threading.Lock()
-        self._entries: dict[Key, _Entry] = {}
+        self._entries: dict[Key, Conversation] = {}
+        """In the order they were admitted: the first of a kind is its oldest."""
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def admit(self, key: Key, conversation: Conversation, now: float, unread: Callable[[Key], bool]) -> Key | None:
+    def admit(self, key: Key, conversation: Conversation, unread: Callable[[Key], bool]) -> Key | None:
         """Count `key` in; at the cap first forget the connection to close for it (returned), or raise Full."""
         with self._lock:
             victim = None
@@ -80,7 +77,7 @@ class Admission(Generic[Key]):
                 if victim is None:
                     raise Full
                 del self._entries[victim]
-            self._entries[key] = _Entry(now, conversation)
+            self._entries[key] = conversation
         if victim is not None:
             refusals.say(
                 log,
@@ -99,16 +96,18 @@ class Admission(Generic[Key]):
 
     def _oldest_evictable(self, unread: Callable[[Key], bool]) -> Key | None:
         """Strangers before known clients (a known client idle 20 ms between two calls is older than every
-        stranger who churns connections), each oldest first."""
-        candidates = sorted(
-            (entry.conversation.trusted, entry.opened, n, key)
-            for n, (key, entry) in enumerate(self._entries.items())
-            if evictable(entry.conversation)
-        )
-        for trusted, _, _, key in candidates:
+        stranger who churns connections), each oldest first. Entries are kept in the order they were admitted,
+        so the first stranger found is the oldest: at the cap under a flood this is one step, not a sort."""
+        known = []
+        for key, conversation in self._entries.items():
+            if evictable(conversation):
+                if not conversation.trusted:
+                    return key
+                known.append(key)
+        for key in known:
             # A known client whose next request already waits in the kernel is not idle. A stranger's unread bytes
             # prove nothing: sparing them let squatters that had just sent half a header lock the owner out.
-            if not (trusted and unread(key)):
+            if not unread(key):
                 return key
         return None
 

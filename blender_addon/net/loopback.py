@@ -8,6 +8,7 @@ import socket
 import sys
 
 from ..errors import NonLoopbackAddress, PortUnavailable
+from .admission import BACKLOG
 
 # Windows reports an excluded or reserved port range as WSAEACCES (WinError 10013).
 _WSAEACCES = 10013
@@ -36,7 +37,7 @@ def loopback_address(host: str) -> str:
     return str(address)
 
 
-def bind_loopback(host: str, port: int, *, backlog: int = 128) -> socket.socket:
+def bind_loopback(host: str, port: int, *, backlog: int = BACKLOG) -> socket.socket:
     """Bind and listen on a loopback address; port 0 lets the OS choose."""
     address = loopback_address(host)
     if not 0 <= port <= 65535:

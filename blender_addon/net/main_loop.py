@@ -31,11 +31,14 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .admission import BACKLOG, AcceptBackoff, Admission, Full, conversation_failed
+from .admission import AcceptBackoff, Admission, Full, conversation_failed
 from .conversation import RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Output, Peer, has_unread
 from .loopback import bind_loopback
 
 LONGEST_WAIT = 0.5 if sys.platform == "win32" else math.inf
+ACCEPTS_PER_TURN = 64
+"""Connections taken from the listen queue per turn: the queue (BACKLOG) holds a burst, and a turn that took
+thousands under a connect flood kept a new honest connection's request unread behind them."""
 """Windows does not interrupt `select` for Ctrl+C, so the signal handler (which wakes the loop) only runs
 once the wait ends: there the loop never waits longer than this."""
 
@@ -52,7 +55,7 @@ class _Listening:
 
 
 class _Connection:
-    __slots__ = ("sock", "conversation", "out", "sent", "closing", "writing_until", "next_run", "events")
+    __slots__ = ("sock", "conversation", "out", "sent", "closing", "writing_until", "next_run", "events", "known")
 
     def __init__(self, sock: socket.socket, conversation: Conversation) -> None:
         self.sock = sock
@@ -66,6 +69,8 @@ class _Connection:
         """A pipelined request already parsed, run on a later turn."""
         self.events = 0
         """What the selector watches it for (0: nothing, while its next request waits its turn)."""
+        self.known = False
+        """Whether the known clients' selector watches it (asking the selector costs a KeyError's message)."""
 
 
 class MainLoop:
@@ -89,7 +94,7 @@ class MainLoop:
         """Background work remains: the next turn looks at the sockets without waiting."""
 
     def listen(self, host: str, port: int, conversation: ConversationFactory, *, name: str) -> tuple[str, int]:
-        sock = bind_loopback(host, port, backlog=BACKLOG)
+        sock = bind_loopback(host, port)
         sock.setblocking(False)
         listening = _Listening(sock, conversation, name)
         self._listening.append(listening)
@@ -175,7 +180,7 @@ class MainLoop:
                 self._step(connection, self._read)
 
     def _accept(self, listening: _Listening) -> None:
-        for _ in range(BACKLOG):
+        for _ in range(ACCEPTS_PER_TURN):
             self._known_first()
             try:
                 conn, _ = listening.sock.accept()
@@ -197,9 +202,8 @@ class MainLoop:
         except OSError:  # the client already left
             conn.close()
             return
-        now = time.monotonic()
         try:
-            victim = self._admission.admit(conn, conversation, now, has_unread)
+            victim = self._admission.admit(conn, conversation, has_unread)
         except Full:
             conn.close()
             return
@@ -272,11 +276,12 @@ class MainLoop:
 
     def _watch(self, connection: _Connection, events: int) -> None:
         known = connection.conversation.trusted and events == selectors.EVENT_READ
-        if known != (connection.sock in self._known.get_map()):
+        if known != connection.known:
             if known:
                 self._known.register(connection.sock, selectors.EVENT_READ, connection)
             else:
                 self._known.unregister(connection.sock)
+            connection.known = known
         if events == connection.events:
             return
         if not connection.events:
@@ -305,8 +310,9 @@ class MainLoop:
         if self._connections.pop(sock, None) is None:
             return
         self._admission.forget(sock)
-        if sock in self._known.get_map():
+        if connection.known:
             self._known.unregister(sock)
+            connection.known = False
         if connection.events:
             self._selector.unregister(sock)
             connection.events = 0

@@ -151,7 +151,7 @@ class TcpListener:
             conn.close()
             return
         try:
-            victim = self._admission.admit(conn, conversation, time.monotonic(), has_unread)
+            victim = self._admission.admit(conn, conversation, has_unread)
         except Full:
             self._overflow(conn)
             return

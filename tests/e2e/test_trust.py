@@ -37,6 +37,15 @@ def impostor(other_user: OtherUser) -> Iterator[Impostor]:
         planted.received()
 
 
+def _call(runtime_file: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, "call", "get_objects_summary", "--runtime-file", str(runtime_file)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
 def _stale_root_file(folder: Path, impostor: Impostor) -> Path:
     """What a crashed root bridge leaves behind, now naming the other user's pid and port."""
     path = folder / "server.json"
@@ -49,12 +58,7 @@ def test_call_sends_nothing_to_another_users_process_named_blender_on_the_port(
     impostor: Impostor, other_user: OtherUser, tmp_path: Path
 ) -> None:
     runtime_file = _stale_root_file(tmp_path, impostor)
-    run = subprocess.run(
-        [*CLI, "call", "get_objects_summary", "--runtime-file", str(runtime_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = _call(runtime_file)
     assert not impostor.received()
     assert run.returncode == 3, run.stderr
     assert f"runs as uid {other_user.uid}" in run.stderr and "nothing was sent" in run.stderr
@@ -116,12 +120,7 @@ def test_a_runtime_file_someone_else_could_have_written_is_never_used(
         os.chown(runtime_file, other_user.uid, other_user.gid)
     else:
         runtime_file.chmod(0o666)
-    run = subprocess.run(
-        [*CLI, "call", "get_objects_summary", "--runtime-file", str(runtime_file)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = _call(runtime_file)
     assert not impostor.received()
     assert run.returncode == 3, run.stderr
     expected = f"belongs to uid {other_user.uid}" if unsafe == "another user's" else "can be written by other users"

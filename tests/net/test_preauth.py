@@ -136,13 +136,13 @@ class _Talk:
 def test_at_the_cap_a_strangers_unread_bytes_never_spare_it_but_a_known_clients_waiting_request_does() -> None:
     """Squatters that sent half a header the loop has not read yet must still make room for the owner."""
     admission: Admission[str] = Admission(2)
-    assert admission.admit("squatter 1", _Talk(Phase.WAITING, trusted=False), 1.0, lambda key: False) is None
-    assert admission.admit("squatter 2", _Talk(Phase.RECEIVING, trusted=False), 2.0, lambda key: False) is None
-    assert admission.admit("owner", _Talk(Phase.WAITING, trusted=False), 3.0, lambda key: True) == "squatter 1"
+    assert admission.admit("squatter 1", _Talk(Phase.WAITING, trusted=False), lambda key: False) is None
+    assert admission.admit("squatter 2", _Talk(Phase.RECEIVING, trusted=False), lambda key: False) is None
+    assert admission.admit("owner", _Talk(Phase.WAITING, trusted=False), lambda key: True) == "squatter 1"
     known: Admission[str] = Admission(2)
-    known.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: True)
-    known.admit("stranger", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: True)
-    assert known.admit("newcomer", _Talk(Phase.WAITING, trusted=False), 3.0, lambda key: True) == "stranger"
+    known.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: True)
+    known.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: True)
+    assert known.admit("newcomer", _Talk(Phase.WAITING, trusted=False), lambda key: True) == "stranger"
 
 
 @pytest.mark.parametrize(("limit", "cap"), [(256, 64), (1024, 256), (100, 16), (65536, 256)])
@@ -216,17 +216,16 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
 def test_at_the_cap_every_stranger_makes_room_before_a_known_clients_idle_connection() -> None:
     """A known client idle for 20 ms between two calls is older than every stranger who churns connections."""
     admission: Admission[str] = Admission(3)
-    admission.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: False)
-    admission.admit("stranger 1", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: False)
-    admission.admit("stranger 2", _Talk(Phase.RECEIVING, trusted=False), 3.0, lambda key: False)
+    admission.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: False)
+    admission.admit("stranger 1", _Talk(Phase.WAITING, trusted=False), lambda key: False)
+    admission.admit("stranger 2", _Talk(Phase.RECEIVING, trusted=False), lambda key: False)
     closed = [
-        admission.admit(f"newcomer {n}", _Talk(Phase.WAITING, trusted=False), 4.0 + n, lambda key: False)
-        for n in range(3)
+        admission.admit(f"newcomer {n}", _Talk(Phase.WAITING, trusted=False), lambda key: False) for n in range(3)
     ]
     assert closed == ["stranger 1", "stranger 2", "newcomer 0"] and "known" in admission.keys()
     only_known: Admission[str] = Admission(1)
-    only_known.admit("known", _Talk(Phase.WAITING, trusted=True), 1.0, lambda key: False)
-    assert only_known.admit("stranger", _Talk(Phase.WAITING, trusted=False), 2.0, lambda key: False) == "known"
+    only_known.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: False)
+    assert only_known.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: False) == "known"
 
 
 @pytest.mark.parametrize("sent", ["headers and half the body", "nothing yet, on a kept connection"])
