@@ -71,8 +71,8 @@ _original_signal = signal.signal
 _tool_id: int | None = None
 _policing = threading.Lock()
 """Orders turning line events on (any thread) against the job's end turning them off (its own thread)."""
-_job_began = 0.0
-"""When the running job began, on the clock its child processes' start times are read against."""
+_job_began = job_processes.NO_JOB
+"""Where the running job began, to tell the processes it started (job_processes.py)."""
 
 
 def _installed_folders() -> tuple[str, ...]:
@@ -88,6 +88,10 @@ def _installed_folders() -> tuple[str, ...]:
     bpy = sys.modules.get("bpy")  # inside Blender it is loaded before any add-on; the net/ tests run without it
     if bpy is not None:  # Blender's own scripts (Cycles' engine among them) lie beside its Python, not inside it
         folders |= {bpy.utils.system_resource("SCRIPTS"), *bpy.utils.script_paths()}
+        # Installed extensions and their wheels (`extensions/.local`), in every repository the user set up.
+        folders |= {bpy.utils.system_resource("EXTENSIONS"), bpy.utils.user_resource("EXTENSIONS")}
+        extensions = getattr(getattr(bpy.context, "preferences", None), "extensions", None)
+        folders |= {repo.directory for repo in (extensions.repos if extensions is not None else ())}
     return tuple(os.path.join(os.path.realpath(folder), "") for folder in folders if folder)
 
 
@@ -167,7 +171,7 @@ class policed:
         if threading.current_thread() is threading.main_thread():
             _claim_tool()
         _current, _current_thread, _raised = self._job, threading.get_ident(), False
-        _job_began = job_processes.started_at()
+        _job_began = job_processes.mark()
         signal.signal = _refusing_signal
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:

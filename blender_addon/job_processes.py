@@ -1,11 +1,13 @@
 """The processes a job started, so that its deadline ends them too.
 
 C's `system()` waits for its child again when a signal interrupts the wait, so `os.system("sleep 150")` held a job
-(and every client behind it) past its deadline until the child exited. A job's children are told apart from
-Blender's own by when they started: descendants of this process that began after the job did. Nothing is recorded
-while a job runs (its start time is one clock read), so a job within its time pays nothing; the process table is
-read only once a deadline has passed. Linux reads /proc; macOS asks `ps`; Windows has no signal to end a wait
-with, so there a job's child is left to end by itself (README › Decisions).
+(and every client behind it) past its deadline until the child exited. A job's processes are told apart from
+Blender's own and earlier jobs' by a mark taken as it begins: a clock read and, on Linux, the children the job's
+thread already has (one small file, about 15 µs), so a process an earlier job left running is spared even when it
+began within the same clock tick. Past the deadline the descendants of this process that began since the mark, in
+no subtree the mark holds, are killed. The process table is read only then: Linux reads /proc; macOS asks `ps`
+(start times to the second, and no children in the mark: a process started in the second before the job counts
+as its own); Windows has no signal to end a wait with, so there a job's child is left to end by itself.
 """
 
 from __future__ import annotations
@@ -14,23 +16,34 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def started_at() -> float:
-    """Now, on the clock process start times are measured against (seconds since boot on Linux)."""
-    if sys.platform.startswith("linux"):
-        return time.clock_gettime(time.CLOCK_BOOTTIME)
-    return time.time()
+@dataclass(frozen=True)
+class Mark:
+    """Where a job began: when, and which children its thread already had."""
+
+    at: float
+    children: frozenset[int]
 
 
-def end_started_since(since: float) -> list[int]:
-    """Kill (SIGKILL) every descendant of this process that started at `since` or later; the pids killed."""
-    if not hasattr(signal, "SIGKILL"):
+NO_JOB = Mark(float("inf"), frozenset())
+
+
+def mark() -> Mark:
+    """Taken on the job's thread as the job begins."""
+    return Mark(_now(), _thread_children())
+
+
+def end_started_since(since: Mark) -> list[int]:
+    """Kill (SIGKILL) every descendant of this process started since the mark; the pids killed."""
+    if not hasattr(signal, "SIGKILL") or since.at == NO_JOB.at:
         return []
     ended = []
     for pid in _descendants_started_since(since):
@@ -42,16 +55,33 @@ def end_started_since(since: float) -> list[int]:
     return ended
 
 
-def _descendants_started_since(since: float) -> list[int]:
+def _now() -> float:
+    """Now, on the clock process start times are measured against (seconds since boot on Linux)."""
+    if sys.platform.startswith("linux"):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.time()
+
+
+def _thread_children() -> frozenset[int]:
+    if not sys.platform.startswith("linux"):
+        return frozenset()
+    try:
+        listing = Path(f"/proc/self/task/{threading.get_native_id()}/children").read_text()
+    except OSError:  # a kernel without CONFIG_PROC_CHILDREN: the start times alone decide
+        return frozenset()
+    return frozenset(int(pid) for pid in listing.split())
+
+
+def _descendants_started_since(since: Mark) -> list[int]:
     table = dict(_linux_table() if sys.platform.startswith("linux") else _ps_table())
     children: dict[int, list[int]] = {}
     for pid, (parent, _) in table.items():
         children.setdefault(parent, []).append(pid)
-    found, pending = [], list(children.get(os.getpid(), []))
+    found, pending = [], [pid for pid in children.get(os.getpid(), []) if pid not in since.children]
     while pending:
         pid = pending.pop()
         pending += children.get(pid, [])
-        if table[pid][1] >= since:
+        if table[pid][1] >= since.at:
             found.append(pid)
     return found
 

@@ -3,8 +3,8 @@
 The stdio server relays what its client asked; parsing each answer into the SDK's models and back would
 cost more than the bridge's own work (a new MCP session per call cost 23 ms; the SDK client's round trip
 on a kept session, about as much as the stdio hop itself). The link is opened only to a pid that is a
-Blender of this OS user owning the port (the same check as `BridgeClient.session`); the pid is checked on every call by
-re-reading the runtime file.
+Blender of this OS user owning the port (the same check as `BridgeClient.session`), again before every new
+connection; a kept connection stays with the process it was opened to.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ class BridgeLink:
     """
 
     def __init__(self, endpoint: LiveEndpoint, *, timeout: float) -> None:
-        require_own_blender(endpoint)
+        require_own_blender(endpoint)  # again before each new connection (`_exchange`)
         self.endpoint = endpoint
         self._timeout = timeout
         self._idle: list[BufferedByteStream] = []
@@ -93,6 +93,9 @@ class BridgeLink:
                     return await self._answer(stream, on_progress)
                 except _ClosedBeforeAnswer:
                     pass  # closed while idle (its idle timeout, or room made at the cap): the request never ran
+        # Every new connection is dialled only to this user's Blender: the pid checked when the link was made may
+        # since have died and been taken, with its port, by another user's process (the token must not go there).
+        require_own_blender(self.endpoint)
         stream = BufferedByteStream(await anyio.connect_tcp(self._host, self.endpoint.port))
         try:
             await stream.send(request)

@@ -86,6 +86,11 @@ class Admission(Generic[Key]):
             )
         return victim
 
+    def holds(self, key: Key) -> bool:
+        """Whether `key` is still counted in: not forgotten, and not closed to make room."""
+        with self._lock:
+            return key in self._entries
+
     def forget(self, key: Key) -> None:
         with self._lock:
             self._entries.pop(key, None)

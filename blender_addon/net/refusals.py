@@ -5,9 +5,11 @@ client in a loop rotated the log and its backups away in seconds, erasing the tr
 did before. So each kind of line writes at most BURST lines per window; past that they are counted,
 and the next line of that kind, or the bridge's stop, says how many were suppressed. A kind that
 fills its burst window after window gets a window twice as long each time (up to MAX_WINDOW), so a
-flood that never ends costs the log a few lines an hour, not a few a minute. Kinds are bounded too:
-past MAX_KINDS, lines share one "other" kind. These lines go to the log file only, never also to the
-console.
+flood that never ends costs the log a few lines an hour, not a few a minute. All kinds together share
+one budget the same way (TOTAL_BURST a window, doubling while it overflows): a client that keeps each of a
+dozen kinds just under its own burst would otherwise write hundreds of lines a minute for ever. Kinds are
+bounded too: past MAX_KINDS, lines share one "other" kind. These lines go to the log file only, never
+also to the console.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from ..log import REFUSAL_MARK, one_line
 
 BURST = 20
+TOTAL_BURST = 60
+"""Lines of all kinds together in one window."""
 WINDOW = 60.0
 MAX_WINDOW = 3600.0
 MAX_KINDS = 64
@@ -38,10 +42,17 @@ class _Kind:
 class RefusalLog:
     """Rate-limited lines, per kind; thread-safe (the GUI's connection threads share it)."""
 
-    def __init__(self, burst: int = BURST, window: float = WINDOW, clock: Callable[[], float] = time.monotonic) -> None:
-        self._burst, self._window, self._clock = burst, window, clock
+    def __init__(
+        self,
+        burst: int = BURST,
+        window: float = WINDOW,
+        clock: Callable[[], float] = time.monotonic,
+        total_burst: int = TOTAL_BURST,
+    ) -> None:
+        self._burst, self._window, self._clock, self._total_burst = burst, window, clock, total_burst
         self._lock = threading.Lock()
         self._kinds: dict[str, _Kind] = {}
+        self._total = _Kind(clock(), window)
 
     def refused(self, logger: logging.Logger, what: str, reason: str, port: int | str = "?") -> None:
         reason = one_line(reason)
@@ -69,13 +80,15 @@ class RefusalLog:
             elif now - entry.start >= entry.window:
                 if entry.suppressed:
                     summary = f"{entry.suppressed} more {kind} were suppressed"
-                # A kind that overflowed its window is a flood still going on: make the next window longer.
-                window = min(MAX_WINDOW, entry.window * 2) if entry.suppressed else self._window
-                entry = self._kinds[kind] = _Kind(now, window)
-            if entry.written >= self._burst:
+                entry = self._kinds[kind] = self._next_window(entry, now)
+            if now - self._total.start >= self._total.window:
+                self._total = self._next_window(self._total, now)
+            if entry.written >= self._burst or self._total.written >= self._total_burst:
                 entry.suppressed += 1
+                self._total.suppressed += 1
                 return
             entry.written += 1
+            self._total.written += 1
         if summary:
             _emit(logger, summary)
         _emit(logger, line, exc_info, level)
@@ -87,6 +100,10 @@ class RefusalLog:
             self._kinds.clear()
         for kind, suppressed in pending:
             _emit(logger, f"{suppressed} more {kind} were suppressed")
+
+    def _next_window(self, ended: _Kind, now: float) -> _Kind:
+        """One that overflowed is a flood still going on: the next window is twice as long (up to MAX_WINDOW)."""
+        return _Kind(now, min(MAX_WINDOW, ended.window * 2) if ended.suppressed else self._window)
 
     def _forget_quiet_kinds(self, now: float) -> None:
         """Kinds whose window has passed with nothing suppressed owe the log nothing."""

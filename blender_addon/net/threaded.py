@@ -19,20 +19,32 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 
 from .admission import AcceptBackoff, Admission, Full, conversation_failed
 from .conversation import QUIET, RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Peer, has_unread
 from .loopback import bind_loopback
 
 
-def converse(sock: socket.socket, conversation: Conversation, stopping: threading.Event) -> None:
-    """Drive one conversation on a blocking socket until it closes; OSError means the client went away."""
+def converse(
+    sock: socket.socket,
+    conversation: Conversation,
+    stopping: threading.Event,
+    admitted: Callable[[], bool] = lambda: True,
+) -> None:
+    """Drive one conversation on a blocking socket until it closes; OSError means the client went away.
+
+    A request is run only while the connection is still `admitted`: one chosen to make room at the cap is being
+    closed, and a request that reached it in the meantime (read from what the kernel still held) is never run, so
+    a client may send it again on a new connection (README › Decisions)."""
     output = conversation.opened(time.monotonic())
     while True:
         if output.data:
             sock.settimeout(SEND_TIMEOUT)
             sock.sendall(output.data)
         if output.run is not None:
+            if not admitted():
+                return
             output = conversation.answered(output.run(), time.monotonic())
             continue
         if output.close:
@@ -179,7 +191,7 @@ class TcpListener:
 
     def _converse(self, conn: socket.socket, conversation: Conversation) -> None:
         try:
-            converse(conn, conversation, self._stopping)
+            converse(conn, conversation, self._stopping, partial(self._admission.holds, conn))
         except OSError:
             pass  # the peer went away; nothing to report to anyone
         except Exception as exc:

@@ -401,3 +401,20 @@ def test_a_frame_task_still_working_when_the_bridge_stops_says_so_and_no_new_one
     assert ended["status"] == "failed" and ended["status_message"].startswith("the bridge stopped after ")
     with pytest.raises(__import__(f"{ADDON_MODULE}.errors", fromlist=["ToolError"]).ToolError, match="no bridge"):
         tasks.start({"output_folder": str(tmp_path)})
+
+
+def test_past_a_deadline_only_code_that_is_not_installed_is_policed(addon: ModuleType) -> None:
+    """Raising inside Cycles' engine or another extension breaks Blender; agent code under any name must stop."""
+    interrupt = importlib.import_module(f"{ADDON_MODULE}.interrupt")
+    extensions = Path(bpy.utils.user_resource("EXTENSIONS"))
+    scripts = Path(bpy.utils.system_resource("SCRIPTS"))
+    for installed in (
+        extensions / "user_default" / "another_extension" / "__init__.py",
+        extensions / ".local" / "lib" / "python3.13" / "site-packages" / "a_wheel.py",
+        scripts / "addons_core" / "cycles" / "engine.py",
+        Path(json.__file__),
+        Path(interrupt.__file__),
+    ):
+        assert interrupt._installed(str(installed)), installed
+    for agent in ("<blender-bridge>", "x.py", "<string>", "/tmp/agent-scripts/tool.py"):
+        assert not interrupt._installed(agent), agent

@@ -167,7 +167,7 @@ def test_a_marker_written_before_a_flood_of_every_kind_a_stranger_can_cause_is_s
 
 def test_a_flood_that_never_ends_gets_longer_windows_and_new_kinds_share_one_burst() -> None:
     now = [0.0]
-    refusals = RefusalLog(burst=2, window=60.0, clock=lambda: now[0])
+    refusals = RefusalLog(burst=2, window=60.0, clock=lambda: now[0], total_burst=10_000)
     records = _Records()
     logger = logging.getLogger("hermes_bridge.test-endless")
     logger.addHandler(records)
@@ -184,3 +184,23 @@ def test_a_flood_that_never_ends_gets_longer_windows_and_new_kinds_share_one_bur
     assert written == 2 + (1 + 2) * 3  # windows start at 0, 60, 180, 420 s: a burst each, the count before it
     other = [m for m in records.messages[written:] if m.startswith(OTHER)]
     assert len(records.messages) - written == MAX_KINDS - 1 + len(other) and len(other) == 2
+
+
+def test_kinds_each_kept_under_their_own_burst_still_share_one_budget_that_stretches_while_they_last() -> None:
+    """A stranger who sends 13 kinds of refusal, each just under its own burst every window, for a day."""
+    now = [0.0]
+    refusals = RefusalLog(burst=20, window=60.0, clock=lambda: now[0], total_burst=60)
+    records = _Records()
+    logger = logging.getLogger("hermes_bridge.test-many-kinds")
+    logger.addHandler(records)
+    try:
+        for minute in range(24 * 60):
+            now[0] = minute * 60.0
+            for kind in range(13):
+                for _ in range(19):
+                    refusals.refused(logger, f"HTTP 4{kind:02d}", "refused")
+    finally:
+        logger.removeHandler(records)
+    # Unlimited per kind this is 355,680 lines; one shared budget whose window doubles to an hour while the flood
+    # lasts lets through a window's 60 lines and each kind's count of the rest, about every hour.
+    assert len(records.messages) < 24 * (60 + 13) + 300

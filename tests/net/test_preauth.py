@@ -9,6 +9,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import pytest
 
@@ -261,3 +262,48 @@ def test_a_request_that_passed_the_gate_is_always_answered_whatever_strangers_do
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
             sock.close()
     assert answer.startswith(b"HTTP/1.1 200 ") and b'"id":7' in answer.replace(b" ", b"")
+
+
+class _Asking:
+    """A known client's conversation: any bytes are a whole request, handed out to run."""
+
+    phase = Phase.WAITING
+    trusted = True
+
+    def __init__(self) -> None:
+        self.ran: list[bytes] = []
+
+    def opened(self, now: float) -> Output:
+        return Output()
+
+    def received(self, data: bytes, now: float) -> Output:
+        if not data:
+            return Output(close=True)
+        self.phase = Phase.RUNNING
+        return Output(run=lambda: self.ran.append(data))
+
+    def answered(self, result: object, now: float) -> Output:
+        self.phase = Phase.WAITING
+        return Output(b"answer")
+
+    def deadline(self) -> float:
+        return float("inf")
+
+    def expired(self, now: float) -> Output:
+        return Output(close=True)
+
+
+def test_a_request_that_reaches_a_connection_chosen_to_make_room_is_never_run() -> None:
+    """The accept thread picks an idle known connection for room and shuts it; a request that arrived between the
+    pick and the shutdown is still read from the kernel. Run, its answer would be lost and the client (told
+    nothing) would send it again: it must not run at all."""
+    admission: Admission[socket.socket] = Admission(1)
+    ours, client = socket.socketpair()
+    conversation = _Asking()
+    with ours, client:
+        admission.admit(ours, conversation, lambda key: False)
+        assert admission.admit(client, _Talk(Phase.WAITING, trusted=False), lambda key: False) is ours
+        client.sendall(b"a request, sent as the bridge chose this connection for room")
+        client.shutdown(socket.SHUT_WR)
+        threaded.converse(ours, conversation, threading.Event(), partial(admission.holds, ours))
+    assert conversation.ran == []
