@@ -10,7 +10,7 @@ import sys
 import tempfile
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ class OtherUser:
     name: str
     uid: int
     gid: int
+    scratch: list[Path] = field(default_factory=list, compare=False)
+    """Folders made for its scripts, removed with the user."""
 
     @property
     def run_as(self) -> tuple[str, ...]:
@@ -45,6 +47,7 @@ class OtherUser:
         """`script` run by this user with the system's Python, from a copy it can read (the checkout may be in a
         folder only we can enter), its output a pipe of lines."""
         folder = Path(tempfile.mkdtemp(prefix="bb-other-user-"))
+        self.scratch.append(folder)
         folder.chmod(0o755)
         copy = folder / script.name
         shutil.copyfile(script, copy)
@@ -68,10 +71,13 @@ def made_user() -> Iterator[OtherUser]:
     import pwd
 
     entry = pwd.getpwnam(name)
+    user = OtherUser(name, entry.pw_uid, entry.pw_gid)
     try:
-        yield OtherUser(name, entry.pw_uid, entry.pw_gid)
+        yield user
     finally:
         subprocess.run(["userdel", name], capture_output=True, timeout=60)
+        for folder in user.scratch:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 IMPOSTOR = """
