@@ -5,10 +5,12 @@ call: the entry holds no address and no token, so it never goes stale. It names 
 GUI clients are often started without the user's shell PATH (the "spawn uvx ENOENT" failure). A merge keeps every
 other setting (JSON numbers as they were spelled), writes a timestamped backup first, keeps the file's owner, group,
 mode and symlink, loses no change a client makes meanwhile, and refuses a file it cannot parse, changing nothing.
+Run as root in a user's home (`sudo -E`), it writes as that user, so it can reach nothing the user could not.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -18,7 +20,7 @@ import stat
 import sys
 import tempfile
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -241,6 +243,16 @@ class _Seen:
     mode: int
 
 
+@dataclass(frozen=True)
+class _Keeper:
+    """The user root acts as on a path: the owner of the first folder or link on the way to it that is not root's."""
+
+    uid: int
+    gid: int
+    groups: tuple[int, ...]
+    where: str
+
+
 def write_entry(
     client: ClientConfig,
     launch: Launch,
@@ -256,39 +268,148 @@ def write_entry(
     file that was read; else the merge starts again from the new file. `racer` runs just before that second look,
     where a client's rewrite would land (tests race a real process there). A symlinked config (stow, chezmoi,
     home-manager) stays a link: its target is written. Every failure is a ConnectError.
+
+    Root writes a path that another user controls as that user (`_keeper`: effective uid, gid and groups switched for
+    the merge), so the kernel refuses whatever the user could not do, whatever links they plant or swap meanwhile:
+    new folders and files are theirs, and a config that is not theirs is refused (`_look`).
     """
-    target = Path(os.path.realpath(path))
     stamp = (now or datetime.datetime.now()).strftime("%Y%m%d-%H%M%S")
+    keeper: _Keeper | None = None
     try:
-        for _ in range(ATTEMPTS):
-            seen = _look(target)
-            text = _merged(client, client.entry(launch), seen, target)
-            if text is None:
-                return Written(path, None, changed=False)
-            backup = _back_up(path, stamp, seen) if seen is not None else None
-            swapped = False
-            try:
-                swapped = _swap(target, text.encode("utf-8"), seen, racer)
-            finally:
-                if backup is not None and not swapped:
-                    backup.unlink(missing_ok=True)
-            if swapped:
-                return Written(path, backup, changed=True)
+        keeper = _keeper(path) if os.name == "posix" and os.geteuid() == 0 else None
+        with _acting_as(keeper):
+            target = Path(os.path.realpath(path))
+            elsewhere = os.path.realpath(path.parent) != str(target.parent)
+            for _ in range(ATTEMPTS):
+                seen = _look(target, keeper)
+                text = _merged(client, client.entry(launch), seen, target)
+                if text is None:
+                    return Written(path, None, changed=False)
+                backup = _back_up(path, stamp, seen, private=elsewhere) if seen is not None else None
+                swapped = False
+                try:
+                    swapped = _swap(target, text.encode("utf-8"), seen, racer, keeper)
+                finally:
+                    if backup is not None and not swapped:
+                        backup.unlink(missing_ok=True)
+                if swapped:
+                    return Written(path, backup, changed=True)
     except RecursionError:
         raise ConnectError(f"{path} is nested too deeply to merge: nothing was changed") from None
     except OSError as exc:
         reason = f"{exc.filename or path}: {exc.strerror}" if exc.strerror else str(exc)
-        raise ConnectError(f"{reason}: nothing was changed") from None
+        acting = f" (root writes it as uid {keeper.uid}, the owner of {keeper.where})" if keeper else ""
+        raise ConnectError(f"{reason}{acting}: nothing was changed") from None
     raise ConnectError(f"{path} kept changing while it was merged (another program writes it): nothing was changed")
 
 
-def _look(path: Path) -> _Seen | None:
-    """The file now, or None when there is none; anything but a readable regular file is an OSError, never a hang."""
+def _keeper(path: Path) -> _Keeper | None:
+    """Whom root must act as to write `path`: the owner of the first folder or symlink on the way to it (links
+    followed as the kernel does) that is not root's; None when root's alone lead to it (root's own config).
+
+    Only the entries up to that one are trusted, and only root can change them: what lies beyond, the user can swap
+    at any moment, so no check of it made now would hold when it is written. A file that root's folder holds is not
+    an owner that counts (only root can swap it); its owner is kept as always. In a folder every user may write to
+    (/tmp), a missing name could be anyone's next, so root refuses to create it there.
+    """
+    whole = Path(os.path.abspath(path))
+    pending, current, links = list(reversed(whole.parts[1:])), Path(whole.anchor), 0
+    while pending:
+        part = pending.pop()
+        if part == "..":
+            current = current.parent
+            continue
+        step = current / part
+        try:
+            status = os.lstat(step)
+        except FileNotFoundError:
+            if os.lstat(current).st_mode & stat.S_IWOTH:
+                raise ConnectError(
+                    f"{path}: root does not create {step} in {current}, which every user may write to: "
+                    "nothing was changed"
+                ) from None
+            return None
+        link = stat.S_ISLNK(status.st_mode)
+        if not pending and not link:
+            return None
+        if status.st_uid != 0:
+            return _keeper_of(status.st_uid, status.st_gid, str(step))
+        if link:
+            links += 1
+            if links > 40:
+                raise ConnectError(f"{path}: too many levels of symbolic links: nothing was changed")
+            target = Path(os.readlink(step))
+            if target.is_absolute():
+                current, parts = Path(target.anchor), target.parts[1:]
+            else:
+                parts = target.parts
+            pending.extend(reversed(parts))
+            continue
+        if stat.S_ISDIR(status.st_mode) and status.st_mode & stat.S_IWOTH and not status.st_mode & stat.S_ISVTX:
+            raise ConnectError(
+                f"{path}: root does not write under {step}, which every user may change: nothing was changed"
+            )
+        current = step
+    return None
+
+
+def _keeper_of(uid: int, gid: int, where: str) -> _Keeper:
+    """The user's own groups, and the group of what they own on the way if it is one of theirs (new files get it)."""
+    import pwd  # POSIX only, as is acting as another user
+
     try:
-        status = os.stat(path)
-        data = read_small_file(path, CONFIG_LIMIT)
+        entry = pwd.getpwuid(uid)
+    except KeyError:
+        return _Keeper(uid, gid, (gid,), where)
+    groups = tuple(os.getgrouplist(entry.pw_name, entry.pw_gid))
+    return _Keeper(uid, gid if gid in groups else entry.pw_gid, groups, where)
+
+
+@contextlib.contextmanager
+def _acting_as(keeper: _Keeper | None) -> Iterator[None]:
+    """Root's effective uid, gid and groups switched to the keeper's for the block, and back after it."""
+    if keeper is None:
+        yield
+        return
+    groups, gid = os.getgroups(), os.getegid()
+    try:
+        os.setgroups(keeper.groups)
+        os.setegid(keeper.gid)
+        os.seteuid(keeper.uid)
+    except PermissionError:
+        os.setegid(gid)
+        os.setgroups(groups)
+        raise ConnectError(
+            f"root cannot act as uid {keeper.uid}, the owner of {keeper.where}, to write there: nothing was changed"
+        ) from None
+    try:
+        yield
+    finally:
+        os.seteuid(0)
+        os.setegid(gid)
+        os.setgroups(groups)
+
+
+def _look(path: Path, keeper: _Keeper | None = None) -> _Seen | None:
+    """The file now, or None when there is none; anything but a readable regular file is an OSError, never a hang.
+
+    Its stat is the opened file's, so it describes the bytes read. When root acts as a user, a file of anyone else
+    (a link or hard link to root's) is refused: its bytes would land in a backup that user owns."""
+    opened: list[os.stat_result] = []
+
+    def check(status: os.stat_result) -> None:
+        opened.append(status)
+        if keeper is not None and status.st_uid != keeper.uid:
+            raise ConnectError(
+                f"{path} belongs to uid {status.st_uid}, not to uid {keeper.uid} who owns {keeper.where} "
+                "(root writes it as that user): nothing was changed"
+            )
+
+    try:
+        data = read_small_file(path, CONFIG_LIMIT, check=check)
     except FileNotFoundError:
         return None
+    status = opened[0]
     identity = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
     return _Seen(path, data, identity, status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode))
 
@@ -428,19 +549,21 @@ def _toml_table(table: str, entry: Entry) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _swap(path: Path, data: bytes, seen: _Seen | None, racer: Callable[[], object] | None) -> bool:
+def _swap(
+    path: Path, data: bytes, seen: _Seen | None, racer: Callable[[], object] | None, keeper: _Keeper | None = None
+) -> bool:
     """Write beside the file, then rename over it if it is still the file the merge read (False: it changed).
 
     A crash leaves the old file or the new one, never half. Between the last look and the rename another writer can
     still slip in: no rename compares and swaps in one step, so the window is made as short as it can be.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
+    _make_folders(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         _fill(handle, data, seen)
         if racer is not None:
             racer()
-        if _look(path) != seen:
+        if _look(path, keeper) != seen:
             Path(temporary).unlink()
             return False
         os.replace(temporary, path)
@@ -450,8 +573,22 @@ def _swap(path: Path, data: bytes, seen: _Seen | None, racer: Callable[[], objec
     return True
 
 
-def _back_up(path: Path, stamp: str, seen: _Seen) -> Path:
-    """The bytes a merge replaces, in a new file beside `path`: never over an existing file, never through a link."""
+def _make_folders(folder: Path) -> None:
+    """The folders a new config needs, each owner-only (0700) like the file: the client keeps secrets in some."""
+    try:
+        folder.mkdir(0o700)
+    except FileNotFoundError:
+        _make_folders(folder.parent)
+        folder.mkdir(0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # or made meanwhile; anything but a folder fails when the file is made in it
+
+
+def _back_up(path: Path, stamp: str, seen: _Seen, *, private: bool = False) -> Path:
+    """The bytes a merge replaces, in a new file beside `path`: never over an existing file, never through a link.
+
+    `private`: `path` is a link to a file in another folder, which may be closed to those this one is open to, so
+    the backup keeps only its owner's access."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
     count = 0
     while True:
@@ -462,14 +599,14 @@ def _back_up(path: Path, stamp: str, seen: _Seen) -> Path:
         except FileExistsError:
             count += 1  # an earlier backup from the same second, or a link planted at the name
     try:
-        _fill(handle, seen.data, seen)
+        _fill(handle, seen.data, seen, mode=seen.mode & 0o700 if private else None)
     except BaseException:
         backup.unlink(missing_ok=True)
         raise
     return backup
 
 
-def _fill(handle: int, data: bytes, seen: _Seen | None) -> None:
+def _fill(handle: int, data: bytes, seen: _Seen | None, mode: int | None = None) -> None:
     """Write a new file and close it, giving it the replaced file's owner, group and mode (`sudo -E` runs as root in
     the user's home, and a root-owned ~/.claude.json locks its user out); a file new to the folder is owner-only."""
     with os.fdopen(handle, "wb") as file:
@@ -487,4 +624,6 @@ def _fill(handle: int, data: bytes, seen: _Seen | None) -> None:
                     f"{seen.path} belongs to uid {seen.uid} and gid {seen.gid}, which this user cannot give "
                     "a new file: nothing was changed; run as its owner"
                 ) from None
-        os.fchmod(file.fileno(), seen.mode if seen is not None else 0o600)  # after the chown, which clears set-id bits
+        if mode is None:
+            mode = seen.mode if seen is not None else 0o600
+        os.fchmod(file.fileno(), mode)  # after the chown, which clears set-id bits

@@ -11,14 +11,14 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_blender.client_configs import ATTEMPTS, CLIENTS, Launch, write_entry
 from hermes_blender.errors import ConnectError
-from tests.other_user import AS_NOBODY, needs_another_user
+from tests.other_user import AS_NOBODY, OtherUser, needs_a_made_user, needs_another_user
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -127,6 +127,178 @@ def test_run_as_root_in_a_users_home_the_config_keeps_its_owner_group_and_mode()
             timeout=60,
         )
         assert read.returncode == 0 and read.stdout.strip() == COMMAND, read.stderr
+
+
+@pytest.fixture
+def users_home(other_user: OtherUser) -> Iterator[Path]:
+    """A home the made user owns (0755), in a folder of root's that every user may enter (pytest's are root's alone)."""
+    outer = Path(tempfile.mkdtemp(prefix="bb-home-"))
+    try:
+        outer.chmod(0o755)
+        home = outer / "home"
+        home.mkdir()
+        os.chown(home, other_user.uid, other_user.gid)
+        yield home
+    finally:
+        shutil.rmtree(outer)
+
+
+@pytest.fixture
+def roots_folder() -> Iterator[Path]:
+    """A folder only root may enter (0700), holding root's app.json (0644): what a user must never read or change."""
+    folder = Path(tempfile.mkdtemp(prefix="bb-root-only-"))
+    try:
+        (folder / "app.json").write_text('{"secret": "root only"}')
+        (folder / "app.json").chmod(0o644)
+        yield folder
+    finally:
+        shutil.rmtree(folder)
+
+
+def _reads(prefix: tuple[str, ...], path: Path) -> subprocess.CompletedProcess[str]:
+    """`path` read by the user `prefix` runs as (the system's Python: another user may not reach our venv)."""
+    code = "import sys; print(open(sys.argv[1]).read())"
+    return subprocess.run(
+        [*prefix, "/usr/bin/python3", "-c", code, str(path)], capture_output=True, text=True, timeout=60
+    )
+
+
+def _as_user(user: OtherUser, path: Path) -> Path:
+    """`path` (a link itself, not what it names) given to the user, as what they made is theirs."""
+    os.chown(path, user.uid, user.gid, follow_symlinks=False)
+    return path
+
+
+@needs_a_made_user
+@pytest.mark.parametrize(
+    ("client", "config"), [("cursor", ".cursor/mcp.json"), ("windsurf", ".codeium/windsurf/mcp_config.json")]
+)
+def test_run_as_root_with_no_config_yet_the_new_folders_and_file_are_the_users_and_owner_only(
+    users_home: Path, other_user: OtherUser, client: str, config: str
+) -> None:
+    """`sudo -E hermes-blender connect cursor --write` made ~/.cursor root's and mcp.json root's 0600: the user could
+    no longer read their own config. New folders are 0700 and the file 0600 because a client keeps secrets there."""
+    done = _connect(client, "--write", "--command", COMMAND, env={**os.environ, "HOME": str(users_home)})
+    assert done.returncode == 0, done.stderr
+    path = users_home / config
+    made = [users_home / Path(config).parents[n] for n in reversed(range(len(Path(config).parents) - 1))]
+    for each, mode in [*((folder, 0o700) for folder in made), (path, 0o600)]:
+        status = each.lstat()
+        assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (
+            other_user.uid,
+            other_user.gid,
+            mode,
+        ), each
+    read = _reads(other_user.run_as, path)
+    assert read.returncode == 0 and json.loads(read.stdout)["mcpServers"]["blender"]["command"] == COMMAND, read
+
+
+def _link_to_roots_file(home: Path, roots: Path, user: OtherUser) -> Path:
+    (home / ".gemini").mkdir()
+    _as_user(user, home / ".gemini")
+    (home / ".gemini" / "settings.json").symlink_to(roots / "app.json")
+    return _as_user(user, home / ".gemini" / "settings.json")
+
+
+def _link_to_roots_folder(home: Path, roots: Path, user: OtherUser) -> Path:
+    (roots / "settings.json").write_text('{"secret": "root only"}')
+    (home / ".gemini").symlink_to(roots)
+    return _as_user(user, home / ".gemini")
+
+
+def _link_to_a_new_file_in_roots_folder(home: Path, roots: Path, user: OtherUser) -> Path:
+    (home / ".gemini").mkdir()
+    _as_user(user, home / ".gemini")
+    (home / ".gemini" / "settings.json").symlink_to(roots / "new.json")
+    return _as_user(user, home / ".gemini" / "settings.json")
+
+
+def _link_to_a_file_of_root_the_user_may_read(home: Path, roots: Path, user: OtherUser) -> Path:
+    roots.chmod(0o755)
+    return _link_to_roots_file(home, roots, user)
+
+
+def _hard_link_to_roots_file(home: Path, roots: Path, user: OtherUser) -> Path:
+    roots.chmod(0o755)
+    (home / ".gemini").mkdir()
+    _as_user(user, home / ".gemini")
+    os.link(roots / "app.json", home / ".gemini" / "settings.json")  # root may; a user may where hard links are free
+    return home / ".gemini" / "settings.json"
+
+
+@needs_a_made_user
+@pytest.mark.parametrize(
+    ("plant", "said"),
+    [
+        (_link_to_roots_file, "Permission denied (root writes it as uid {uid}"),
+        (_link_to_roots_folder, "Permission denied (root writes it as uid {uid}"),
+        (_link_to_a_new_file_in_roots_folder, "Permission denied (root writes it as uid {uid}"),
+        (_link_to_a_file_of_root_the_user_may_read, "belongs to uid 0, not to uid {uid} who owns"),
+        (_hard_link_to_roots_file, "belongs to uid 0, not to uid {uid} who owns"),
+    ],
+    ids=["link-to-file", "link-to-folder", "link-to-new-file", "link-to-readable-file", "hard-link"],
+)
+def test_run_as_root_a_config_the_user_planted_toward_roots_files_is_refused_and_nothing_changes(
+    users_home: Path,
+    roots_folder: Path,
+    other_user: OtherUser,
+    plant: Callable[[Path, Path, OtherUser], Path],
+    said: str,
+) -> None:
+    """The user links ~/.gemini/settings.json (or ~/.gemini) to root's file and waits for `sudo -E ... --write`:
+    root must neither write its own file nor leave its bytes in a backup in the user's folder."""
+    plant(users_home, roots_folder, other_user)
+    before = (_state(users_home), _state(roots_folder), (roots_folder / "app.json").read_bytes())
+    done = _connect("gemini", "--write", "--command", COMMAND, env={**os.environ, "HOME": str(users_home)})
+    assert done.returncode == 2 and done.stdout == "", done
+    assert done.stderr.startswith("hermes-blender: error: ") and done.stderr.count("\n") == 1, done.stderr
+    assert said.format(uid=other_user.uid) in done.stderr and "nothing was changed" in done.stderr, done.stderr
+    assert (_state(users_home), _state(roots_folder), (roots_folder / "app.json").read_bytes()) == before
+
+
+@needs_a_made_user
+def test_a_backup_of_a_config_linked_from_an_open_folder_is_readable_by_its_owner_only(
+    users_home: Path, other_user: OtherUser
+) -> None:
+    """~/.claude.json links to a 0644 file in the user's 0700 folder: the backup lies beside the link, in the open
+    home, where a 0644 copy would hand every user what they could not reach."""
+    private = users_home / "private"
+    private.mkdir(0o700)
+    _as_user(other_user, private)
+    original = private / "claude.json"
+    original.write_text('{"oauthAccount": {"emailAddress": "ana@example.com"}}')
+    original.chmod(0o644)
+    _as_user(other_user, original)
+    (users_home / ".claude.json").symlink_to("private/claude.json")
+    _as_user(other_user, users_home / ".claude.json")
+    done = _connect("claude-code", "--write", "--command", COMMAND, env={**os.environ, "HOME": str(users_home)})
+    assert done.returncode == 0, done.stderr
+    (backup,) = users_home.glob(".claude.json.bak-*")
+    status = backup.lstat()
+    assert (status.st_uid, status.st_gid, stat.S_IMODE(status.st_mode)) == (other_user.uid, other_user.gid, 0o600)
+    assert _reads(other_user.run_as, backup).returncode == 0
+    assert _reads(AS_NOBODY, original).returncode != 0  # a third user could not read the original...
+    assert _reads(AS_NOBODY, backup).returncode != 0  # ...nor its backup
+
+
+@pytest.mark.parametrize(
+    ("config", "sticky"),
+    [("mcp.json", True), ("new/mcp.json", True), ("roots/mcp.json", False)],
+    ids=["new-file-in-tmp", "new-folder-in-tmp", "under-an-unsticky-open-folder"],
+)
+def test_root_creates_nothing_in_a_folder_every_user_may_write_to(tmp_path: Path, config: str, sticky: bool) -> None:
+    """In /tmp any user can take a missing name first (a link to root's file) between root's look and its write."""
+    if os.name != "posix" or os.geteuid() != 0:
+        pytest.skip("root's refusal")
+    open_folder = tmp_path / "open"
+    open_folder.mkdir()
+    (open_folder / "roots").mkdir()
+    open_folder.chmod(0o1777 if sticky else 0o777)
+    before = _state(open_folder)
+    done = _connect("cursor", "--write", "--config", str(open_folder / config), "--command", COMMAND)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done
+    assert "which every user may" in done.stderr and "nothing was changed" in done.stderr, done.stderr
+    assert _state(open_folder) == before
 
 
 @posix_only
