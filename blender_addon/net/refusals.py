@@ -94,10 +94,12 @@ class RefusalLog:
         _emit(logger, line, exc_info, level)
 
     def flush(self, logger: logging.Logger) -> None:
-        """Write the counts still pending (at stop): the log must say how much was not shown."""
+        """Write the counts still pending (at stop): the log must say how much was not shown. The next bridge
+        starts with every budget whole."""
         with self._lock:
             pending = [(kind, entry.suppressed) for kind, entry in self._kinds.items() if entry.suppressed]
             self._kinds.clear()
+            self._total = _Kind(self._clock(), self._window)
         for kind, suppressed in pending:
             _emit(logger, f"{suppressed} more {kind} were suppressed")
 

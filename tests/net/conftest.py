@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -19,6 +20,7 @@ from blender_addon.net.auth import Token
 from blender_addon.net.http import HttpConversation, HttpLimits
 from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
 from blender_addon.net.mcp_http import McpHttpApp
+from blender_addon.net.refusals import refusals
 from blender_addon.net.sessions import SessionStore
 from blender_addon.progress import Progress, report, reporting
 
@@ -149,6 +151,13 @@ def start_endpoint(
     holder["l"] = served
     tools.dispatcher = served.dispatcher
     return Endpoint(served.address[1], token, tools, served, sessions)
+
+
+@pytest.fixture(autouse=True)
+def _whole_log_budget() -> None:
+    """Each test's bridge starts with the log budget whole, as a bridge does after the last one stopped: the
+    process shares one (net/refusals.py), and the lines other tests' refusals spent are not this test's."""
+    refusals.flush(logging.getLogger("hermes_bridge.tests"))
 
 
 @pytest.fixture(params=DRIVERS)

@@ -230,35 +230,42 @@ def test_at_the_cap_every_stranger_makes_room_before_a_known_clients_idle_connec
 
 
 @pytest.mark.parametrize("sent", ["headers and half the body", "nothing yet, on a kept connection"])
-def test_a_request_that_passed_the_gate_is_always_answered_whatever_strangers_do_at_the_cap(
+def test_a_known_clients_request_is_always_answered_whatever_strangers_do_at_the_cap(
     small: Endpoint, sent: str
 ) -> None:
-    """The promise the relay's one resend rests on (README › Decisions): once the bridge has read part of an
-    authenticated request it answers it; a kept connection is closed for room only while nothing of a request was
-    read. Here the owner's connection is the oldest, and strangers churn the cap past it many times over."""
+    """The promise the relay's one resend rests on (README › Decisions): a known client's connection with part of a
+    request sent (read by the bridge or still in the kernel) is never closed for room, and the request is answered;
+    strangers make room before any known client. Here the owner's connection is the oldest, and strangers churn
+    the cap past it many times over."""
     params = {"name": "echo", "arguments": {}, "_meta": MODERN_META}
     body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params})
     head = "".join(f"{k.replace('_', '-')}: {v}\r\n" for k, v in modern_headers("tools/call", params).items())
     request = _head(small, small.token.reveal(), len(body)).replace(b"\r\n\r\n", b"\r\n" + head.encode() + b"\r\n")
     request += body.encode()
-    with socket.create_connection(("127.0.0.1", small.port), timeout=10) as owner:
+    half = len(request) - len(body) // 2
+
+    def known() -> socket.socket:
+        """A connection that has had one request answered: a known client's, in the bridge's eyes."""
+        sock = socket.create_connection(("127.0.0.1", small.port), timeout=10)
+        sock.sendall(request)
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
+        return sock
+
+    with known() as owner:
         others: list[socket.socket] = []
         if sent == "headers and half the body":
-            owner.sendall(request[: len(request) - len(body) // 2])
-            # Known clients in the middle of their own requests take every other slot: none of them may go either.
-            others = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP - 1)]
+            owner.sendall(request[:half])
+            # Known clients in the middle of their next requests take every other slot: none of them may go either.
+            others = [known() for _ in range(CAP - 1)]
             for sock in others:
-                sock.sendall(request[: len(request) - len(body) // 2])
-        else:  # one answered request first, so the connection is a known client's, waiting idle
-            owner.sendall(request)
-            assert owner.recv(65536).startswith(b"HTTP/1.1 200 ")
+                sock.sendall(request[:half])
         strangers = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP * 4)]
         for sock in strangers:
             sock.close()
-        owner.sendall(request[len(request) - len(body) // 2 :] if sent.startswith("headers") else request)
+        owner.sendall(request[half:] if sent.startswith("headers") else request)
         answer = owner.recv(65536)
         for sock in others:
-            sock.sendall(request[len(request) - len(body) // 2 :])
+            sock.sendall(request[half:])
             assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
             sock.close()
     assert answer.startswith(b"HTTP/1.1 200 ") and b'"id":7' in answer.replace(b" ", b"")
