@@ -193,11 +193,16 @@ def test_run_as_root_with_no_config_yet_the_new_folders_and_file_are_the_users_a
     assert read.returncode == 0 and json.loads(read.stdout)["mcpServers"]["blender"]["command"] == COMMAND, read
 
 
-def _link_to_roots_file(home: Path, roots: Path, user: OtherUser) -> Path:
+def _settings_linked_to(target: Path, home: Path, user: OtherUser) -> Path:
+    """The user's own ~/.gemini, its settings.json a link the user made to `target`."""
     (home / ".gemini").mkdir()
     _as_user(user, home / ".gemini")
-    (home / ".gemini" / "settings.json").symlink_to(roots / "app.json")
+    (home / ".gemini" / "settings.json").symlink_to(target)
     return _as_user(user, home / ".gemini" / "settings.json")
+
+
+def _link_to_roots_file(home: Path, roots: Path, user: OtherUser) -> Path:
+    return _settings_linked_to(roots / "app.json", home, user)
 
 
 def _link_to_roots_folder(home: Path, roots: Path, user: OtherUser) -> Path:
@@ -207,10 +212,7 @@ def _link_to_roots_folder(home: Path, roots: Path, user: OtherUser) -> Path:
 
 
 def _link_to_a_new_file_in_roots_folder(home: Path, roots: Path, user: OtherUser) -> Path:
-    (home / ".gemini").mkdir()
-    _as_user(user, home / ".gemini")
-    (home / ".gemini" / "settings.json").symlink_to(roots / "new.json")
-    return _as_user(user, home / ".gemini" / "settings.json")
+    return _settings_linked_to(roots / "new.json", home, user)
 
 
 def _link_to_a_file_of_root_the_user_may_read(home: Path, roots: Path, user: OtherUser) -> Path:

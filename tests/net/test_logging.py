@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import stat
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,17 @@ from blender_addon.net.refusals import MAX_KINDS, OTHER, RefusalLog
 from tests.net.conftest import Endpoint, start_endpoint
 
 SECRET_BODY = "print('the body stays out of the log')"
+
+
+@contextlib.contextmanager
+def _recording(name: str) -> Iterator[tuple[logging.Logger, _Records]]:
+    """A logger of its own, every record it gets kept."""
+    records, logger = _Records(), logging.getLogger(name)
+    logger.addHandler(records)
+    try:
+        yield logger, records
+    finally:
+        logger.removeHandler(records)
 
 
 class _Records(logging.Handler):
@@ -63,10 +76,7 @@ def test_the_log_file_rotates_and_an_unwritable_folder_never_stops_the_bridge(tm
 def test_a_flood_of_refusals_writes_a_burst_then_one_line_saying_how_many_were_suppressed() -> None:
     now = [0.0]
     refusals = RefusalLog(burst=3, window=60.0, clock=lambda: now[0])
-    records = _Records()
-    logger = logging.getLogger("hermes_bridge.test-flood")
-    logger.addHandler(records)
-    try:
+    with _recording("hermes_bridge.test-flood") as (logger, records):
         for _ in range(1000):
             refusals.refused(logger, "HTTP 404", "no such path")
         refusals.refused(logger, "HTTP 401", "unauthorized")  # another kind has a burst of its own
@@ -75,8 +85,6 @@ def test_a_flood_of_refusals_writes_a_burst_then_one_line_saying_how_many_were_s
         for _ in range(5):
             refusals.refused(logger, "HTTP 401", "unauthorized")
         refusals.flush(logger)
-    finally:
-        logger.removeHandler(records)
     assert records.messages == [
         *["refused HTTP 404 from peer port ?: no such path"] * 3,
         "refused HTTP 401 from peer port ?: unauthorized",
@@ -168,10 +176,7 @@ def test_a_marker_written_before_a_flood_of_every_kind_a_stranger_can_cause_is_s
 def test_a_flood_that_never_ends_gets_longer_windows_and_new_kinds_share_one_burst() -> None:
     now = [0.0]
     refusals = RefusalLog(burst=2, window=60.0, clock=lambda: now[0], total_burst=10_000)
-    records = _Records()
-    logger = logging.getLogger("hermes_bridge.test-endless")
-    logger.addHandler(records)
-    try:
+    with _recording("hermes_bridge.test-endless") as (logger, records):
         for minute in range(8):  # an endless flood of one kind: windows of 60, 120, 240 s ...
             now[0] = minute * 60.0
             for _ in range(100):
@@ -179,8 +184,6 @@ def test_a_flood_that_never_ends_gets_longer_windows_and_new_kinds_share_one_bur
         written = len(records.messages)
         for n in range(MAX_KINDS * 3):  # kinds a client could vary: past the bound they share one
             refusals.say(logger, f"kind {n}", f"line {n}")
-    finally:
-        logger.removeHandler(records)
     assert written == 2 + (1 + 2) * 3  # windows start at 0, 60, 180, 420 s: a burst each, the count before it
     other = [m for m in records.messages[written:] if m.startswith(OTHER)]
     assert len(records.messages) - written == MAX_KINDS - 1 + len(other) and len(other) == 2
@@ -190,17 +193,12 @@ def test_kinds_each_kept_under_their_own_burst_still_share_one_budget_that_stret
     """A stranger who sends 13 kinds of refusal, each just under its own burst every window, for a day."""
     now = [0.0]
     refusals = RefusalLog(burst=20, window=60.0, clock=lambda: now[0], total_burst=60)
-    records = _Records()
-    logger = logging.getLogger("hermes_bridge.test-many-kinds")
-    logger.addHandler(records)
-    try:
+    with _recording("hermes_bridge.test-many-kinds") as (logger, records):
         for minute in range(24 * 60):
             now[0] = minute * 60.0
             for kind in range(13):
                 for _ in range(19):
                     refusals.refused(logger, f"HTTP 4{kind:02d}", "refused")
-    finally:
-        logger.removeHandler(records)
     # Unlimited per kind this is 355,680 lines; one shared budget whose window doubles to an hour while the flood
     # lasts lets through a window's 60 lines and each kind's count of the rest, about every hour.
     assert len(records.messages) < 24 * (60 + 13) + 300
