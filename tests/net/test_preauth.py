@@ -14,7 +14,7 @@ from functools import partial
 import pytest
 
 from blender_addon.net import threaded
-from blender_addon.net.admission import Admission, backoff, cap_for
+from blender_addon.net.admission import Admission, Full, backoff, cap_for
 from blender_addon.net.conversation import Output, Phase
 from blender_addon.net.http import HttpLimits
 from blender_addon.net.threaded import TcpListener
@@ -214,6 +214,15 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
         listener.stop()
 
 
+def test_a_known_client_in_the_middle_of_a_request_is_never_closed_for_room() -> None:
+    """Read in part (RECEIVING) or about to be (WAITING with its bytes unread): the cap is Full before it goes."""
+    admission: Admission[str] = Admission(2)
+    admission.admit("sending", _Talk(Phase.RECEIVING, trusted=True), lambda key: False)
+    admission.admit("sent", _Talk(Phase.WAITING, trusted=True), lambda key: key == "sent")
+    with pytest.raises(Full):
+        admission.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: key == "sent")
+
+
 def test_at_the_cap_every_stranger_makes_room_before_a_known_clients_idle_connection() -> None:
     """A known client idle for 20 ms between two calls is older than every stranger who churns connections."""
     admission: Admission[str] = Admission(3)
@@ -255,8 +264,8 @@ def test_a_known_clients_request_is_always_answered_whatever_strangers_do_at_the
         others: list[socket.socket] = []
         if sent == "headers and half the body":
             owner.sendall(request[:half])
-            # Known clients in the middle of their next requests take every other slot: none of them may go either.
-            others = [known() for _ in range(CAP - 1)]
+            # Known clients in the middle of their next requests take all but one slot, which strangers churn.
+            others = [known() for _ in range(CAP - 2)]
             for sock in others:
                 sock.sendall(request[:half])
         strangers = [socket.create_connection(("127.0.0.1", small.port), timeout=10) for _ in range(CAP * 4)]
