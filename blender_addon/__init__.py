@@ -53,10 +53,11 @@ def unregister() -> None:
     global _cli_handle
     import bpy
 
-    from . import operators, service
+    from . import operators
+    from .runtime import RUNTIME
     from .tools import scene_index
 
-    service.stop()
+    RUNTIME.stop()
     scene_index.uninstall()  # Blender's handler lists outlive the add-on
     if bpy.app.timers.is_registered(operators.auto_start):
         bpy.app.timers.unregister(operators.auto_start)

@@ -19,8 +19,10 @@ from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 
-from . import dispatch, interrupt, notes, prefs, service
+from . import notes, prefs, service
 from .errors import BridgeError
+from .interrupt import SIGNALS
+from .runtime import RUNTIME
 
 COMMAND = "hermes_bridge"
 
@@ -57,7 +59,6 @@ def run(argv: list[str]) -> int:
         allow_code=defaults.allow_code and not args.no_code_execution,
         mode=service.Mode.BACKGROUND,
     )
-    dispatcher = dispatch.InPlaceDispatcher()
 
     def stop_now() -> None:
         """Stop serving and stop a running job too: a runaway script must not keep Blender from exiting.
@@ -66,13 +67,13 @@ def run(argv: list[str]) -> int:
         withdrawn and the process ends anyway, so a stop never takes longer than that or leaves the file.
         """
         deadman.stop_asked()
-        dispatcher.request_stop()
-        dispatcher.interrupt_running()
+        RUNTIME.request_stop()
 
     deadman = Deadman(_exit_without_the_job)
     restore = _on_signals(stop_now)  # before the bridge publishes: a signal from then on stops it cleanly
     try:
-        bridge = service.start(config, dispatcher)
+        bridge = RUNTIME.start(config)
+        assert bridge is not None  # not inside a job: started now
     except BaseException as exc:
         restore()
         deadman.settle()  # a stop asked during the start must not end the process while it reports the failure
@@ -90,10 +91,10 @@ def run(argv: list[str]) -> int:
             print(f"{COMMAND}: warning: {bridge.lab_error}", flush=True)
         if note := notes.takeover(bridge.publication):
             print(f"{COMMAND}: {note}", flush=True)
-        bridge.serve()
+        RUNTIME.serve()
     finally:
         restore()
-        service.stop()
+        RUNTIME.stop()
         deadman.settle()
         print(f"{COMMAND}: stopped", flush=True)
     return 0
@@ -142,7 +143,7 @@ class Deadman:
 
 
 def _exit_without_the_job() -> None:
-    bridge = service.active()
+    bridge = RUNTIME.bridge
     if bridge is not None:
         bridge.withdraw()
     print(f"{COMMAND}: stopped without waiting for a job that Blender's own code holds", flush=True)
@@ -173,13 +174,13 @@ def _on_signals(stop: Callable[[], None]) -> Callable[[], None]:
     def handler(signum: int, frame: FrameType | None) -> None:
         stop()
 
-    previous = {signum: interrupt.guard(signum, handler) for signum in wanted}  # agent code cannot replace them
+    previous = {signum: SIGNALS.guard(signum, handler) for signum in wanted}  # agent code cannot replace them
     unwatch = _watch_wakeups(frozenset(wanted), stop)
 
     def restore() -> None:
         unwatch()
         for signum, old in previous.items():
-            interrupt.release(signum, old)
+            SIGNALS.release(signum, old)
 
     return restore
 

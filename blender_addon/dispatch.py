@@ -7,9 +7,12 @@ connections itself and runs each job in place, a watchdog thread interrupting it
 (`InPlaceDispatcher`); a host embedding Blender-as-a-module with threads of its own gives its
 main thread to `QueuedDispatcher.pump_until_stopped`.
 
-A job past its deadline, or running when a stop is asked, is interrupted until it ends
-(`interrupt.py` says how: on POSIX a signal ends a wait in C, and the interrupt is repeated at
-every line of the job's code, so a bare `except` cannot keep it).
+A job past its deadline, or running when a stop is asked, is interrupted until it ends by the
+dispatcher's `Interrupter` (`interrupt.py` says how: on POSIX a signal ends a wait in C, and the
+interrupt is repeated at every line of the job's code, so a bare `except` cannot keep it).
+
+Every serve loop ends through one check, `stop_requested()`: a stop asked from outside, or one asked
+from inside a job (`stop_after_job`), which waits for that job's end so its answer goes out.
 """
 
 from __future__ import annotations
@@ -22,51 +25,26 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
-from . import interrupt, log
 from .errors import BridgeStopped, ClientLeft, DispatchTimeout, JobInterrupted, RequestCancelled
-from .progress import Progress
+from .interrupt import Interrupter
+from .net.caller import ANYONE, Caller
 
 _QUEUED, _RUNNING, _DONE, _CANCELLED = "queued", "running", "done", "cancelled"
-
-
-def _always() -> bool:
-    return True
-
-
-def _nothing(now: float) -> None:
-    pass
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Whom a job runs for, as the job's watcher sees them.
-
-    `wanted` is asked before the job starts (False: dropped unrun) and at each look while it runs
-    (False: stopped, the hang-up being the cancel signal); `tend` is called at each look, off the
-    job's thread, with the time (it sends the client what `progress` says); `progress` is where the
-    job records how far it is, when the client asked to hear it.
-    """
-
-    wanted: Callable[[], bool] = _always
-    tend: Callable[[float], None] = _nothing
-    progress: Progress | None = None
-
-
-ANYONE = Caller()
-"""A caller that always waits for the answer and hears nothing meanwhile."""
 
 
 class Job:
     """One unit of main-thread work and the rendezvous its submitter waits on."""
 
     __slots__ = ("_fn", "_done", "_lock", "_state", "_result", "_error", "_thread", "_interrupted", "_caller")
-    __slots__ += ("deadline", "_abandoned")
+    __slots__ += ("deadline", "_abandoned", "_interrupter")
 
-    def __init__(self, fn: Callable[[], Any], deadline: float = math.inf, caller: Caller = ANYONE) -> None:
+    def __init__(
+        self, fn: Callable[[], Any], interrupter: Interrupter, deadline: float = math.inf, caller: Caller = ANYONE
+    ) -> None:
         self._fn = fn
+        self._interrupter = interrupter
         self.deadline = deadline
         """When a job run in place is interrupted by the watchdog (`time.monotonic()`)."""
         self._caller = caller
@@ -160,7 +138,7 @@ class Job:
             if self._state != _RUNNING:
                 return False
             self._interrupted = True
-            interrupt.deliver(self._thread)
+            self._interrupter.deliver(self._thread)
             return True
 
     def run(self) -> None:
@@ -176,7 +154,7 @@ class Job:
             self._state = _RUNNING
             self._thread = threading.get_ident()
         try:
-            with interrupt.policed(self):
+            with self._interrupter.policed(self):
                 self._result = self._fn()
         except KeyboardInterrupt:
             raise
@@ -228,6 +206,8 @@ class Dispatcher(abc.ABC):
         self._running: Job | None = None
         self._wakers: list[Callable[[], None]] = []
         self._stop_when_idle = False
+        self.interrupter = Interrupter()
+        """Stops this dispatcher's running job; installed on the main thread while its bridge serves."""
 
     @abc.abstractmethod
     def call(self, fn: Callable[[], Any], timeout: float, caller: Caller = ANYONE) -> Any:
@@ -252,6 +232,7 @@ class Dispatcher(abc.ABC):
         frames, one per step): requests are served between two steps. It never raises on purpose."""
 
     def stop_requested(self) -> bool:
+        """The one check every serve loop ends by: a stop asked, or one asked by a job that has ended."""
         return self._stop.is_set() or (self._stop_when_idle and self._running is None)
 
     def stop_after_job(self) -> None:
@@ -314,7 +295,7 @@ class QueuedDispatcher(Dispatcher):
     def submit(self, fn: Callable[[], Any], caller: Caller = ANYONE) -> Job:
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn, caller=caller)
+        job = Job(fn, self.interrupter, caller=caller)
         self._queue.put(job)
         return job
 
@@ -325,9 +306,9 @@ class QueuedDispatcher(Dispatcher):
 
         def again() -> None:
             if step() and not self._closed:
-                self._queue.put(Job(again))
+                self._queue.put(Job(again, self.interrupter))
 
-        self._queue.put(Job(again))
+        self._queue.put(Job(again, self.interrupter))
 
     def pending(self) -> bool:
         return not self._queue.empty()
@@ -352,9 +333,8 @@ class QueuedDispatcher(Dispatcher):
                 return ran
 
     def pump_until_stopped(self, poll: float = 0.5) -> None:
-        """Run jobs on this thread (the main one) until `request_stop()`: for a host that brings its own threads."""
-        interrupt.install()
-        while not self._stop.is_set():
+        """Run jobs on this thread (the main one) until a stop is requested: for a host that brings its own threads."""
+        while not self.stop_requested():
             try:
                 job = self._queue.get(timeout=poll)
             except queue.Empty:
@@ -392,7 +372,7 @@ class InPlaceDispatcher(Dispatcher):
             raise RuntimeError("jobs run in place on the thread inside `serving()` only")
         if self._closed:
             raise BridgeStopped("the bridge is stopping; the request was not run")
-        job = Job(fn, time.monotonic() + timeout, caller)
+        job = Job(fn, self.interrupter, time.monotonic() + timeout, caller)
         self._run(job)
         return self._answer(job, 0.0, timeout)
 
@@ -408,7 +388,7 @@ class InPlaceDispatcher(Dispatcher):
         if not self._background or self._closed or self.stop_requested():
             return False
         step = self._background.popleft()
-        job = Job(step)
+        job = Job(step, self.interrupter)
         self._run(job)
         try:
             again = job.wait(0.0)
@@ -422,7 +402,6 @@ class InPlaceDispatcher(Dispatcher):
     def serving(self) -> Iterator[None]:
         """While inside, jobs that `call` meets on this thread run in place, watched for their deadline."""
         self._serving_thread = threading.get_ident()
-        interrupt.install()
         done = threading.Event()
         watchdog = threading.Thread(target=self._watch, args=(done,), name="hermes-watchdog", daemon=True)
         watchdog.start()
@@ -442,51 +421,3 @@ class InPlaceDispatcher(Dispatcher):
                 job.interrupt()  # again at each look while it runs: an interrupt it swallowed is repeated
             else:
                 job.look(time.monotonic())  # progress goes out; a client that hung up has its job stopped
-
-
-# --- GUI pump ---------------------------------------------------------------------------
-# A module-level function (not a bound method) so `is_registered` finds it, and one that
-# never raises, because Blender silently unregisters a timer whose callback raises.
-
-GUI_BUDGET = 0.02
-"""Seconds of jobs per tick, so a burst of requests never freezes the UI."""
-ACTIVE_INTERVAL = 0.0
-"""While jobs come: the next event-loop iteration (about 5 ms in an idle Blender)."""
-IDLE_INTERVAL = 0.01
-"""When none came: measured under Xvfb, intervals down to 0.005 s cost no CPU beyond the run-to-run noise
-(1.5-4 % of a core), 0 cost about 1.5 % more, and after idling the wait is set by Blender's loop and the
-machine's wake-ups more than by this interval (docs/performance.md, GUI)."""
-
-_gui_dispatcher: QueuedDispatcher | None = None
-
-
-def gui_tick() -> float | None:
-    """Timer callback: drain within budget, then pick the next interval."""
-    dispatcher = _gui_dispatcher
-    if dispatcher is None:
-        return None
-    try:
-        ran = dispatcher.run_pending(GUI_BUDGET)
-    except Exception:
-        log.logger.exception("the timer pump caught an error; it keeps running")
-        ran = 1
-    return ACTIVE_INTERVAL if ran or dispatcher.pending() else IDLE_INTERVAL
-
-
-def start_gui_pump(dispatcher: QueuedDispatcher) -> None:
-    global _gui_dispatcher
-    import bpy  # here only: the rest of this module runs in any Python (the network tests use it without Blender)
-
-    _gui_dispatcher = dispatcher
-    interrupt.install()
-    if not bpy.app.timers.is_registered(gui_tick):
-        bpy.app.timers.register(gui_tick, first_interval=0.0, persistent=True)
-
-
-def stop_gui_pump() -> None:
-    global _gui_dispatcher
-    import bpy
-
-    _gui_dispatcher = None
-    if bpy.app.timers.is_registered(gui_tick):
-        bpy.app.timers.unregister(gui_tick)

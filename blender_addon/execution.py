@@ -14,11 +14,14 @@ from typing import Any
 
 import bpy
 
-from . import dispatch, log, progress
+from . import dispatch, log
 from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
+from .net.caller import ANYONE, Caller, Progress
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
-from .tools import CATALOGUE, Image, Tool, frame_tasks, scene_index
+from .tools import CATALOGUE, Image, Tool, scene_index
+from .tools.context import JobContext
+from .tools.frame_tasks import FrameTasks
 from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
 
@@ -44,21 +47,28 @@ class Execution:
         """Interactive: a change is one undo step, and deferred results are polled between ticks."""
         self._allow_code = allow_code
         self._job_timeout = job_timeout
-
-    def open(self) -> None:
-        """The bridge serves: tasks may start, their steps run between its jobs."""
-        frame_tasks.use(self._dispatcher.start_background)
+        self.tasks = FrameTasks()
+        """This bridge's frame-range tasks: their steps run between its jobs."""
 
     def close(self) -> None:
         """The bridge stops: its tasks' next steps will never run, so each working task ends as failed."""
-        frame_tasks.use(None)
+        self.tasks.close()
+
+    def _job(self, progress: Progress | None) -> JobContext:
+        """What a tool or the Lab's code runs as: reports go to `progress`, or are checked and dropped."""
+        return JobContext(
+            report=(progress or Progress()).report,
+            interrupts=self._dispatcher.interrupter,
+            start_background=self._dispatcher.start_background,
+            tasks=self.tasks,
+        )
 
     # ToolHost (MCP) ---------------------------------------------------------------------------
 
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.descriptor() for tool in CATALOGUE.values()]
 
-    def call_tool(self, name: str, arguments: dict[str, Any], caller: dispatch.Caller = dispatch.ANYONE) -> ToolOutcome:
+    def call_tool(self, name: str, arguments: dict[str, Any], caller: Caller = ANYONE) -> ToolOutcome:
         tool = CATALOGUE.get(name)
         if tool is None:
             raise UnknownTool(f"Unknown tool: {name!r}")
@@ -67,7 +77,7 @@ class Execution:
         try:
             validate(tool.input_schema, arguments)
             outcome = self._dispatcher.call(
-                partial(_run_tool, tool, arguments, self._gui, caller.progress),
+                partial(_run_tool, tool, arguments, self._gui, self._job(caller.progress)),
                 tool.time_limit or self._job_timeout,
                 caller,
             )
@@ -93,16 +103,18 @@ class Execution:
     def run_lab_code(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
         if not self._allow_code:
             return error_envelope(CODE_DISABLED)
-        caller = dispatch.Caller(connected)
+        caller = Caller(connected)
         try:
-            outcome = self._dispatcher.call(partial(_lab_code, code, strict_json), LAB_JOB_TIMEOUT, caller)
+            outcome = self._dispatcher.call(
+                partial(_lab_code, code, strict_json, self._job(None)), LAB_JOB_TIMEOUT, caller
+            )
             if isinstance(outcome, Deferred):
                 return self._poll_deferred(outcome, caller, LAB_JOB_TIMEOUT)
         except (ToolError, DispatchTimeout, BridgeStopped) as exc:
             return error_envelope(str(exc))
         return outcome
 
-    def _poll_deferred(self, deferred: Deferred, caller: dispatch.Caller, limit: float) -> Any:
+    def _poll_deferred(self, deferred: Deferred, caller: Caller, limit: float) -> Any:
         """Poll a deferred result once per tick (GUI only) for at most `limit` seconds; None when the client left."""
         if not self._gui:  # nothing else polls between jobs: in place, the poll would hold every other client
             raise ToolError(
@@ -122,14 +134,10 @@ class Execution:
         raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")
 
 
-def _run_tool(
-    tool: Tool, arguments: dict[str, Any], gui: bool, said: progress.Progress | None
-) -> ToolOutcome | Deferred:
-    """Main thread: run the tool (its progress to `said`), make a change one named undo step, serialise while
-    bpy is safe."""
+def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool, job: JobContext) -> ToolOutcome | Deferred:
+    """Main thread: run the tool as `job`, make a change one named undo step, serialise while bpy is safe."""
     try:
-        with progress.reporting(said):
-            data = tool.run(arguments)
+        data = tool.run(arguments, job)
     except ToolError:
         raise
     except Exception as exc:
@@ -145,10 +153,10 @@ def _run_tool(
     return _present(tool, data)
 
 
-def _lab_code(code: str, strict_json: bool) -> Envelope:
+def _lab_code(code: str, strict_json: bool, job: JobContext) -> Envelope:
     """Main thread: the Lab's code, which may change anything."""
     try:
-        return execute(code, strict_json=strict_json)
+        return execute(code, job, strict_json=strict_json)
     finally:
         scene_index.changed()
 

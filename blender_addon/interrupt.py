@@ -25,8 +25,10 @@ the wait ended, and a bare `except:` swallowed it for good. So an interrupt here
 - Blender's own C code (a render, an operator) runs to its end whatever Python does: the caller
   is told `still_running`.
 
-While a job runs, `signal.signal` refuses to change the signals the bridge relies on, and after
-the job every such handler is put back, whatever lower-level calls the job made.
+One `Interrupter` belongs to each dispatcher and holds its running job's state. What is the
+process's, not a dispatcher's, lives in `SIGNALS` (the handlers the bridge relies on: `signal.signal`
+refuses to change them while any is set, and after every job each is put back, whatever lower-level
+calls the job made) and in the `sys.monitoring` tool id, claimed by the interrupter that serves.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ import sys
 import sysconfig
 import threading
 from collections.abc import Callable, Iterator
-from types import CodeType, FrameType, TracebackType
+from types import CodeType, FrameType
 from typing import Any, Protocol
 
 from . import job_processes
@@ -61,18 +63,48 @@ class Stoppable(Protocol):
     def stopping(self) -> bool: ...
 
 
-_current: Stoppable | None = None
-_current_thread = 0
-_raised = False
-"""Whether the running job has had its JobInterrupted raised by the signal handler."""
-_guarded: dict[int, Handler] = {}
-"""Signals whose handlers the bridge set, and those handlers: restored after every job."""
-_original_signal = signal.signal
-_tool_id: int | None = None
-_policing = threading.Lock()
-"""Orders turning line events on (any thread) against the job's end turning them off (its own thread)."""
-_job_began = job_processes.NO_JOB
-"""Where the running job began, to tell the processes it started (job_processes.py)."""
+class SignalGuards:
+    """The process's signals whose handlers the bridge set: agent code cannot change them (`signal.signal` refuses
+    while any is guarded), and `restore` puts each back after a job that went around that refusal."""
+
+    def __init__(self) -> None:
+        self._guarded: dict[int, Handler] = {}
+        self._original = signal.signal
+
+    def guard(self, signum: int, handler: Handler) -> Handler:
+        """Set a handler the bridge relies on (main thread). Returns the previous one."""
+        previous = self._original(signum, handler)
+        self._guarded[signum] = handler
+        signal.signal = self._refusing
+        return previous
+
+    def release(self, signum: int, previous: Handler) -> None:
+        """Give a guarded signal back (main thread). A handler not set from Python reads as None, which
+        `signal.signal` does not take: that one was the default (Blender 5.2's SIGINT)."""
+        self._guarded.pop(signum, None)
+        self._original(signum, signal.SIG_DFL if previous is None else previous)
+        if not self._guarded:
+            signal.signal = self._original
+
+    def holds(self, signum: int) -> bool:
+        return signum in self._guarded
+
+    def restore(self) -> None:
+        """Main thread, after a job: every guarded handler is ours again."""
+        for signum, handler in self._guarded.items():
+            if signal.getsignal(signum) is not handler:
+                self._original(signum, handler)
+
+    def _refusing(self, signum: int, handler: Handler) -> Handler:
+        if signum in self._guarded:
+            raise ValueError(
+                f"signal {signum} is used by the Blender bridge (to stop jobs and Blender on request); "
+                "agent code cannot change its handler"
+            )
+        return self._original(signum, handler)
+
+
+SIGNALS = SignalGuards()
 
 
 def _installed_folders() -> tuple[str, ...]:
@@ -98,172 +130,8 @@ def _installed_folders() -> tuple[str, ...]:
 _INSTALLED = _installed_folders()
 
 
-def install() -> None:
-    """Main thread: the handler that turns the interrupt signal into JobInterrupted (idempotent)."""
-    if threading.current_thread() is not threading.main_thread():
-        return
-    if _SIGNAL is not None and _SIGNAL not in _guarded:
-        guard(_SIGNAL, _on_signal)
-    if _tool_id is None:
-        _claim_tool()
-
-
-def _claim_tool() -> None:
-    """Hold a `sys.monitoring` tool id with our line callback; agent code may have freed it, taken it or replaced
-    the callback since the last job. With no id free, jobs are policed by the signal alone (said once)."""
-    global _tool_id
-    if _MONITORING is None:
-        return
-    if _tool_id is not None and _MONITORING.get_tool(_tool_id) == _TOOL_NAME:
-        _MONITORING.register_callback(_tool_id, _MONITORING.events.LINE, _on_line)
-        return
-    lost, _tool_id = _tool_id, None
-    for candidate in (4, 3):  # the ids no standard tool (debugger, coverage, profiler, optimizer) takes
-        if _MONITORING.get_tool(candidate) is None:
-            _MONITORING.use_tool_id(candidate, _TOOL_NAME)
-            _MONITORING.register_callback(candidate, _MONITORING.events.LINE, _on_line)
-            _tool_id = candidate
-            break
-    if lost is not None:
-        if _tool_id is None:
-            logger.warning(
-                "agent code took the monitoring tool id the bridge polices jobs with, and none is free: "
-                "deadlines now stop jobs by signal alone, and code that catches every exception can outlast them"
-            )
-        else:
-            logger.warning("agent code freed the monitoring tool id the bridge polices jobs with; claimed it again")
-
-
-def guard(signum: int, handler: Handler) -> Handler:
-    """Set a handler the bridge relies on (main thread); jobs cannot change it. Returns the previous one."""
-    previous = _original_signal(signum, handler)
-    _guarded[signum] = handler
-    return previous
-
-
-def release(signum: int, previous: Handler) -> None:
-    """Give a guarded signal back (main thread)."""
-    _guarded.pop(signum, None)
-    _original_signal(signum, previous)
-
-
-def deliver(thread_id: int) -> None:
-    """Interrupt the job running on `thread_id` (any thread may call this, as often as it likes)."""
-    with _policing:
-        if _current is None:
-            return  # its job has left `policed` (it is ending): turning the line events on now would leave them on
-        _police_lines(True)
-    job_processes.end_started_since(_job_began)  # a wait for them (C retries it on EINTR) ends with them
-    if _SIGNAL is not None and _SIGNAL in _guarded and thread_id == threading.main_thread().ident:
-        signal.pthread_kill(thread_id, _SIGNAL)
-    else:
-        _raise_in(thread_id, JobInterrupted)
-
-
-class policed:
-    """Around one job on its thread: interrupts reach it, its signal changes do not outlive it."""
-
-    def __init__(self, job: Stoppable) -> None:
-        self._job = job
-
-    def __enter__(self) -> None:
-        global _current, _current_thread, _raised, _job_began
-        if threading.current_thread() is threading.main_thread():
-            _claim_tool()
-        _current, _current_thread, _raised = self._job, threading.get_ident(), False
-        _job_began = job_processes.mark()
-        signal.signal = _refusing_signal
-
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
-        global _current
-        with _policing:
-            _current = None
-            _police_lines(False)
-        _raise_in(_current_thread, None)  # withdraw one not delivered yet
-        signal.signal = _original_signal
-        if threading.current_thread() is threading.main_thread():
-            for signum, handler in _guarded.items():
-                if signal.getsignal(signum) is not handler:
-                    _original_signal(signum, handler)
-
-
-@atexit.register
-def _free_tool() -> None:
-    """At exit: no callback of ours may be called while the interpreter tears modules down."""
-    global _tool_id
-    if _tool_id is not None and _MONITORING is not None and _MONITORING.get_tool(_tool_id) == _TOOL_NAME:
-        _MONITORING.set_events(_tool_id, 0)
-        _MONITORING.register_callback(_tool_id, _MONITORING.events.LINE, None)
-        _MONITORING.free_tool_id(_tool_id)
-        _tool_id = None
-
-
-def _refusing_signal(signum: int, handler: Handler) -> Handler:
-    if signum in _guarded:
-        raise ValueError(
-            f"signal {signum} is used by the Blender bridge (to stop jobs and Blender on request); "
-            "agent code cannot change its handler"
-        )
-    return _original_signal(signum, handler)
-
-
-def _on_signal(signum: int, frame: FrameType | None) -> None:
-    """Raise once wherever the job is; after that only in agent code that caught it and went on. A second raise
-    while the first unwinds would land in the bridge's own clean-up (stdout, the operator guard) and cut it short."""
-    global _raised
-    job = _current
-    if job is None or not job.stopping() or threading.get_ident() != _current_thread:
-        return  # it arrived between jobs: nothing to stop
-    if _shielded:
-        return  # inside Blender's render: asked again at each repeat, raised once it is out
-    if _raised and (frame is None or _installed(frame.f_code.co_filename)):
-        return
-    _raised = True
-    raise JobInterrupted
-
-
-_shielded = 0
-"""How deep the running job is inside Blender's own render (`shielded`)."""
-
-
-@contextlib.contextmanager
-def shielded() -> Iterator[None]:
-    """While inside, an interrupt raises nowhere: Blender's render calls back into Python (Cycles' engine is
-    Python code), and a JobInterrupted raised there is swallowed by Blender and left Cycles broken, so that a
-    later render crashed the process (bpy 5.3, in place). The interrupt stays asked; it is raised after, at the
-    next line of agent code or the bridge's next `checkpoint`, and the job's answer says it was stopped."""
-    global _shielded
-    _shielded += 1
-    try:
-        yield
-    finally:
-        _shielded -= 1
-
-
-def held(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """`fn(...)` with a stop asked meanwhile held until it returns (`shielded`), then raised (`checkpoint`), where
-    its caller called it: Python 3.11 has no line events to raise it at agent code's next line."""
-    with shielded():
-        result = fn(*args, **kwargs)
-    checkpoint()
-    return result
-
-
-def stopping() -> bool:
-    """Whether the job running on this thread is being stopped (asked inside `shielded`, where nothing raises)."""
-    job = _current
-    return job is not None and job.stopping() and threading.get_ident() == _current_thread
-
-
-def checkpoint() -> None:
-    """Raise JobInterrupted if the running job is being stopped: where the bridge's own work over Blender's
-    render (a frame range, a still) leaves `shielded`, the one place a stop asked meanwhile is raised."""
-    if stopping():
-        raise JobInterrupted
-
-
 @functools.lru_cache(maxsize=4096)
-def _installed(filename: str) -> bool:
+def installed(filename: str) -> bool:
     """Code from the bridge, the standard library or an installed package (not the job's own): never policed."""
     if filename == AGENT_CODE:
         return False
@@ -272,25 +140,165 @@ def _installed(filename: str) -> bool:
     return os.path.realpath(filename).startswith(_INSTALLED) if os.path.isabs(filename) else False
 
 
-def _on_line(code: CodeType, line: int, disable: object = getattr(_MONITORING, "DISABLE", None)) -> object:
-    if _installed(code.co_filename):
-        return disable
-    job = _current
-    if job is not None and job.stopping() and threading.get_ident() == _current_thread and not _shielded:
-        raise JobInterrupted
-    return None
+class Interrupter:
+    """Makes the job running on its dispatcher's main thread stop, and holds off while the job is `shielded`."""
 
+    def __init__(self) -> None:
+        self._current: Stoppable | None = None
+        self._thread = 0
+        self._raised = False
+        """Whether the running job has had its JobInterrupted raised by the signal handler."""
+        self._shielded = 0
+        """How deep the running job is inside Blender's own render (`shielded`)."""
+        self._policing = threading.Lock()
+        """Orders turning line events on (any thread) against the job's end turning them off (its own thread)."""
+        self._began = job_processes.NO_JOB
+        """Where the running job began, to tell the processes it started (job_processes.py)."""
+        self._tool_id: int | None = None
 
-def _police_lines(on: bool) -> None:
-    """Line events on or off; a tool id agent code freed meanwhile leaves this job to the signal alone."""
-    if _tool_id is not None:
-        assert _MONITORING is not None
+    def install(self) -> None:
+        """Main thread, as its dispatcher starts serving: the signal that raises JobInterrupted, and the line
+        events' tool id."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if _SIGNAL is not None:
+            SIGNALS.guard(_SIGNAL, self.on_signal)
+        self._claim_tool()
+
+    def uninstall(self) -> None:
+        """Main thread, as its dispatcher stops: the signal back to its default, the tool id freed."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        if _SIGNAL is not None and signal.getsignal(_SIGNAL) == self.on_signal:
+            SIGNALS.release(_SIGNAL, signal.SIG_DFL)
+        self._free_tool()
+
+    def _claim_tool(self) -> None:
+        """Hold a `sys.monitoring` tool id with our line callback; agent code may have freed it, taken it or
+        replaced the callback since the last job. With no id free, jobs are policed by the signal alone (said)."""
+        if _MONITORING is None:
+            return
+        if self._tool_id is not None and _MONITORING.get_tool(self._tool_id) == _TOOL_NAME:
+            _MONITORING.register_callback(self._tool_id, _MONITORING.events.LINE, self._on_line)
+            return
+        lost, self._tool_id = self._tool_id, None
+        for candidate in (4, 3):  # the ids no standard tool (debugger, coverage, profiler, optimizer) takes
+            if _MONITORING.get_tool(candidate) in (None, _TOOL_NAME):  # ours: a stopped bridge's, never freed
+                if _MONITORING.get_tool(candidate) is None:
+                    _MONITORING.use_tool_id(candidate, _TOOL_NAME)
+                _MONITORING.register_callback(candidate, _MONITORING.events.LINE, self._on_line)
+                self._tool_id = candidate
+                atexit.register(self._free_tool)  # no callback of ours may run while the interpreter tears down
+                break
+        if lost is not None:
+            if self._tool_id is None:
+                logger.warning(
+                    "agent code took the monitoring tool id the bridge polices jobs with, and none is free: "
+                    "deadlines now stop jobs by signal alone, and code that catches every exception can outlast them"
+                )
+            else:
+                logger.warning("agent code freed the monitoring tool id the bridge polices jobs with; claimed it again")
+
+    def _free_tool(self) -> None:
+        tool_id, self._tool_id = self._tool_id, None
+        atexit.unregister(self._free_tool)
+        if tool_id is not None and _MONITORING is not None and _MONITORING.get_tool(tool_id) == _TOOL_NAME:
+            _MONITORING.set_events(tool_id, 0)
+            _MONITORING.register_callback(tool_id, _MONITORING.events.LINE, None)
+            _MONITORING.free_tool_id(tool_id)
+
+    def deliver(self, thread_id: int) -> None:
+        """Interrupt the job running on `thread_id` (any thread may call this, as often as it likes)."""
+        with self._policing:
+            if self._current is None:
+                return  # its job has left `policed` (it is ending): turning the line events on now would leave them on
+            self._police_lines(True)
+        job_processes.end_started_since(self._began)  # a wait for them (C retries it on EINTR) ends with them
+        if _SIGNAL is not None and SIGNALS.holds(_SIGNAL) and thread_id == threading.main_thread().ident:
+            signal.pthread_kill(thread_id, _SIGNAL)
+        else:
+            _raise_in(thread_id, JobInterrupted)
+
+    @contextlib.contextmanager
+    def policed(self, job: Stoppable) -> Iterator[None]:
+        """Around one job on its thread: interrupts reach it, its signal changes do not outlive it."""
+        main = threading.current_thread() is threading.main_thread()
+        if main:
+            self._claim_tool()
+        self._current, self._thread, self._raised = job, threading.get_ident(), False
+        self._began = job_processes.mark()
         try:
-            _MONITORING.set_events(_tool_id, _MONITORING.events.LINE if on else 0)
-        except ValueError:
-            return  # not ours any more: claimed again before the next job
-        if not on:
-            _MONITORING.restart_events()  # lines switched off with DISABLE are watched again next time
+            yield
+        finally:
+            with self._policing:
+                self._current = None
+                self._police_lines(False)
+            _raise_in(self._thread, None)  # withdraw one not delivered yet
+            if main:
+                SIGNALS.restore()
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """Raise once wherever the job is; after that only in agent code that caught it and went on. A second raise
+        while the first unwinds would land in the bridge's own clean-up (stdout, the operator guard) and cut it short."""
+        job = self._current
+        if job is None or not job.stopping() or threading.get_ident() != self._thread:
+            return  # it arrived between jobs: nothing to stop
+        if self._shielded:
+            return  # inside Blender's render: asked again at each repeat, raised once it is out
+        if self._raised and (frame is None or installed(frame.f_code.co_filename)):
+            return
+        self._raised = True
+        raise JobInterrupted
+
+    @contextlib.contextmanager
+    def shielded(self) -> Iterator[None]:
+        """While inside, an interrupt raises nowhere: Blender's render calls back into Python (Cycles' engine is
+        Python code), and a JobInterrupted raised there is swallowed by Blender and left Cycles broken, so that a
+        later render crashed the process (bpy 5.3, in place). The interrupt stays asked; it is raised after, at the
+        next line of agent code or the bridge's next `checkpoint`, and the job's answer says it was stopped."""
+        self._shielded += 1
+        try:
+            yield
+        finally:
+            self._shielded -= 1
+
+    def held(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`fn(...)` with a stop asked meanwhile held until it returns (`shielded`), then raised (`checkpoint`),
+        where its caller called it: Python 3.11 has no line events to raise it at agent code's next line."""
+        with self.shielded():
+            result = fn(*args, **kwargs)
+        self.checkpoint()
+        return result
+
+    def stopping(self) -> bool:
+        """Whether the job running on this thread is being stopped (asked inside `shielded`, where nothing raises)."""
+        job = self._current
+        return job is not None and job.stopping() and threading.get_ident() == self._thread
+
+    def checkpoint(self) -> None:
+        """Raise JobInterrupted if the running job is being stopped: where the bridge's own work over Blender's
+        render (a frame range, a still) leaves `shielded`, the one place a stop asked meanwhile is raised."""
+        if self.stopping():
+            raise JobInterrupted
+
+    def _on_line(self, code: CodeType, line: int, disable: object = getattr(_MONITORING, "DISABLE", None)) -> object:
+        if installed(code.co_filename):
+            return disable
+        job = self._current
+        if job is not None and job.stopping() and threading.get_ident() == self._thread and not self._shielded:
+            raise JobInterrupted
+        return None
+
+    def _police_lines(self, on: bool) -> None:
+        """Line events on or off; a tool id agent code freed meanwhile leaves this job to the signal alone."""
+        if self._tool_id is not None:
+            assert _MONITORING is not None
+            try:
+                _MONITORING.set_events(self._tool_id, _MONITORING.events.LINE if on else 0)
+            except ValueError:
+                return  # not ours any more: claimed again before the next job
+            if not on:
+                _MONITORING.restart_events()  # lines switched off with DISABLE are watched again next time
 
 
 def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:

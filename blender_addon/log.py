@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import logging.handlers
-import os
 import re
-import stat
 import sys
 from pathlib import Path
+
+from .owner_files.permissions import open_owner_only_for_append, owner_only_folder
 
 LOGGER_NAME = "hermes_bridge"
 MAX_BYTES = 1024 * 1024
@@ -70,22 +70,9 @@ class OwnerOnlyRotatingFileHandler(logging.handlers.RotatingFileHandler):
     """Every file it opens (the log and each new one after a rollover) is 0600: the log holds agents' tracebacks."""
 
     def _open(self):  # type: ignore[no-untyped-def]
-        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-        if sys.platform != "win32":
-            os.fchmod(fd, 0o600)  # one written before by an older version, or with another umask
-        return open(fd, self.mode, encoding=self.encoding, errors=self.errors)
-
-
-def owner_only_folder(folder: Path) -> None:
-    """Make an existing folder of ours 0700: others could otherwise list it, or swap a file in it.
-
-    A shared sticky folder (such as /tmp) and a folder of another user are left as they are.
-    """
-    if sys.platform == "win32":
-        return  # ACLs, not mode bits, protect %LOCALAPPDATA% and %APPDATA%, private to the user already
-    info = folder.stat()
-    if info.st_uid == os.geteuid() and not info.st_mode & stat.S_ISVTX and stat.S_IMODE(info.st_mode) != 0o700:
-        folder.chmod(0o700)
+        return open(
+            open_owner_only_for_append(self.baseFilename), self.mode, encoding=self.encoding, errors=self.errors
+        )
 
 
 def _install(handler: logging.Handler) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .net import runtime_file
+from .owner_files import runtime_file
 
 
 def takeover(publication: runtime_file.Publication) -> str | None:

@@ -6,8 +6,9 @@ import contextlib
 
 import bpy
 
-from . import notes, prefs, service
+from . import notes, prefs
 from .errors import BridgeError
+from .runtime import RUNTIME
 
 
 class HERMES_BRIDGE_OT_start(bpy.types.Operator):
@@ -18,10 +19,13 @@ class HERMES_BRIDGE_OT_start(bpy.types.Operator):
 
     def execute(self, context: bpy.types.Context) -> set[str]:
         try:
-            bridge = service.start(prefs.config())
+            bridge = RUNTIME.start(prefs.config())
         except BridgeError as exc:
             self.report({"ERROR"}, str(exc))
             return {"CANCELLED"}
+        if bridge is None:
+            self.report({"INFO"}, "The bridge restarts once the request that asked for it has answered")
+            return {"FINISHED"}
         note = notes.takeover(bridge.publication)
         self.report({"WARNING"} if note else {"INFO"}, note or f"Bridge listening at {bridge.endpoint}")
         return {"FINISHED"}
@@ -35,10 +39,10 @@ class HERMES_BRIDGE_OT_stop(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context: bpy.types.Context) -> bool:
-        return service.active() is not None
+        return RUNTIME.bridge is not None
 
     def execute(self, context: bpy.types.Context) -> set[str]:
-        service.stop()
+        RUNTIME.stop()
         self.report({"INFO"}, "Bridge stopped")
         return {"FINISHED"}
 
@@ -56,8 +60,8 @@ def schedule_auto_start() -> None:
 def auto_start() -> None:
     """Timer callback after startup: start the bridge if the preference says so."""
     settings = prefs.preferences()
-    if settings is None or not settings.auto_start or service.active() is not None:
+    if settings is None or not settings.auto_start or RUNTIME.bridge is not None:
         return None
-    with contextlib.suppress(BridgeError):  # service.start logged it, and the panel shows it
-        service.start(prefs.config())
+    with contextlib.suppress(BridgeError):  # the runtime logged it, and the panel shows it
+        RUNTIME.start(prefs.config())
     return None

@@ -1,13 +1,12 @@
-"""The bridge's lifecycle: listeners up, runtime file published, jobs flowing; and back down.
+"""One running bridge: listeners up, runtime file published, jobs flowing; and back down.
 
 A `Bridge` assembles the pieces its `Mode` calls for (a driver, a dispatcher, the protocols,
-`Execution` for what they run) and publishes where it listens; the user's sentences about it
-are in `notes.py`.
+`Execution` for what they run) and publishes where it listens; `runtime.py` owns the one a
+process runs, and the user's sentences about it are in `notes.py`.
 """
 
 from __future__ import annotations
 
-import atexit
 import datetime
 import enum
 import os
@@ -18,10 +17,9 @@ from typing import Any
 
 import bpy
 
-from . import dispatch, log, notes
+from . import dispatch, log
 from .errors import BridgeError, PortUnavailable
 from .execution import JOB_TIMEOUT, Execution
-from .net import runtime_file
 from .net.auth import Token
 from .net.http import HttpConversation, HttpLimits
 from .net.lab_protocol import LabConversation, LabSettings
@@ -29,9 +27,9 @@ from .net.main_loop import MainLoop
 from .net.mcp import McpProtocol, ServerInfo
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.peer import same_user
-from .net.refusals import refusals
 from .net.sessions import SessionStore
 from .net.threaded import ThreadedListeners
+from .owner_files import runtime_file
 
 ADDON_VERSION = "0.1.0"
 LOOPBACK_HOST = "127.0.0.1"
@@ -110,7 +108,7 @@ class Bridge:
                 self._start_lab(config.lab_port)
             self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
             self.publication = self._publish()
-            self.execution.open()
+            dispatcher.interrupter.install()
         except BaseException as exc:
             self._listeners.close()  # nothing half-started keeps listening
             if isinstance(exc, (OSError, RuntimeError)):  # out of descriptors, no thread could be started
@@ -170,6 +168,11 @@ class Bridge:
     def mode(self) -> Mode:
         return self._config.mode
 
+    @property
+    def config(self) -> BridgeConfig:
+        """What it was started with: a restart starts the same again."""
+        return self._config
+
     def serve(self) -> None:
         """Background and embedded modes, on the main thread: serve until the dispatcher is asked to stop."""
         dispatcher = self._dispatcher
@@ -193,6 +196,7 @@ class Bridge:
         self._dispatcher.close()
         self.execution.close()
         self._listeners.close()
+        self._dispatcher.interrupter.uninstall()
         self.withdraw()
 
     def withdraw(self) -> None:
@@ -221,63 +225,3 @@ def _log_exception(exc: BaseException) -> None:
 
 def default_log_file() -> Path:
     return Path(bpy.utils.user_resource("CONFIG", path="hermes_bridge")) / "bridge.log"
-
-
-# --- the process-wide bridge --------------------------------------------------------------
-
-_active: Bridge | None = None
-last_error: str | None = None
-"""Why the last start failed, for the panel; cleared by a successful start."""
-
-
-def active() -> Bridge | None:
-    return _active
-
-
-def start(config: BridgeConfig, dispatcher: dispatch.Dispatcher | None = None) -> Bridge:
-    """Start the bridge (stopping a running one first); a caller may bring the dispatcher it already listens to."""
-    global _active, last_error
-    stop()
-    dispatcher = dispatcher or config.mode.dispatcher()
-    try:
-        bridge = Bridge(config, dispatcher)
-    except BridgeError as exc:
-        last_error = str(exc)
-        log.logger.error("did not start: %s", exc)
-        raise
-    last_error = None
-    _active = bridge
-    if config.mode is Mode.GUI:
-        assert isinstance(dispatcher, dispatch.QueuedDispatcher)
-        dispatch.start_gui_pump(dispatcher)
-    atexit.register(stop)
-    lab = bridge.lab_address or "off"
-    log.logger.info("started: MCP at %s, runtime file %s, Blender Lab %s", bridge.endpoint, bridge.runtime_file, lab)
-    for warning in (bridge.lab_error, notes.takeover(bridge.publication)):
-        if warning:
-            log.logger.warning("%s", warning)
-    return bridge
-
-
-def stop() -> None:
-    """Stop the running bridge, if any. Idempotent.
-
-    Called from inside a job (agent code that disables the add-on), the stop waits for that job's answer to be
-    sent: the loop that serves it ends after this turn and its caller stops the bridge (background), or a timer
-    does once the job is done (GUI). Closing the listeners under the job would drop its answer.
-    """
-    global _active
-    if _active is not None and _active.dispatcher.in_job():
-        if _active.mode is Mode.GUI:
-            bpy.app.timers.register(stop, first_interval=0.0)
-        else:
-            _active.dispatcher.stop_after_job()
-        return
-    bridge, _active = _active, None
-    if bridge is None:
-        return
-    dispatch.stop_gui_pump()
-    bridge.close()
-    refusals.flush(log.logger)
-    log.logger.info("stopped: %s", bridge.endpoint)
-    atexit.unregister(stop)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import bpy
 
-from . import notes, service
+from . import notes
+from .runtime import RUNTIME
 
 
 class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
@@ -15,11 +16,11 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
 
     def draw(self, context: bpy.types.Context) -> None:
         layout = self.layout
-        bridge = service.active()
+        bridge = RUNTIME.bridge
         if bridge is None:
             layout.label(text="Stopped", icon="UNLINKED")
-            if service.last_error:
-                for line in _wrap(service.last_error):
+            if RUNTIME.last_error:
+                for line in _wrap(RUNTIME.last_error):
                     layout.label(text=line, icon="ERROR")
             layout.operator("hermes_bridge.start", icon="PLAY")
             return

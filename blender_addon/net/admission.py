@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
-from .conversation import Conversation, Phase
+from .conversation import ClientState, Conversation, OurState
 from .refusals import refusals
 
 log = logging.getLogger("hermes_bridge.net")
@@ -28,6 +28,10 @@ it full."""
 RESERVED_FILES = 128
 """Descriptors left to Blender itself (files, images, libraries) when the cap is derived."""
 MAX_BACKOFF = 1.0
+STOP_TIMEOUT = 5.0
+"""Seconds a stopping driver gives the answers being written to go out whole (a client that does not read them
+is dropped then), and its threads to end. The stop policy of both drivers: an answer being written goes out; a
+request not yet whole, or read but not run, is closed without one (the client did nothing wrong)."""
 
 Key = TypeVar("Key", bound=Hashable)
 
@@ -52,8 +56,10 @@ def cap_for(descriptor_limit: int) -> int:
 
 def evictable(conversation: Conversation) -> bool:
     """Whether closing it for room costs nobody a request: it waits for its next one, or proved nothing yet."""
-    phase = conversation.phase
-    return phase is Phase.WAITING or (phase is Phase.RECEIVING and not conversation.trusted)
+    if conversation.our_state is not OurState.IDLE:
+        return False
+    client = conversation.client_state
+    return client is ClientState.IDLE or (client is ClientState.SENDING and not conversation.trusted)
 
 
 class Admission(Generic[Key]):

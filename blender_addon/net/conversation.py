@@ -1,24 +1,26 @@
 """One connection's protocol as a state machine that only parses and decides (as h11 does).
 
-A conversation is told what happened (bytes arrived, the client closed, the answer to the
-request it handed out is ready, its deadline passed) together with the time, and says what to
-do: bytes to send, one request's work to run, whether to close. It holds no socket, reads no
+A conversation is told what happened (bytes arrived, the client closed its side, the answer to
+the request it handed out is ready, its deadline passed) together with the time, and says what
+to do: bytes to send, one request's work to run, whether to close. It holds no socket, reads no
 clock and calls no app: the driver (`threaded.py`: a thread per connection in the GUI;
 `main_loop.py`: one loop on Blender's main thread in background mode) does all of that, so the
 same rules hold under both.
 
-A cycle is one request: WAITING for its first byte, RECEIVING it, RUNNING (handed out as
-`Output.run`, in flight until `answered`), then WAITING again, or CLOSED.
+Each direction has a state of its own, as in h11: the client's (IDLE before a request's first
+byte, SENDING it, DONE once it is whole, CLOSED once its sending side ended and nothing whole is
+left) and ours (IDLE, RUNNING the request handed out as `Output.run`, MUST_CLOSE once what is left to
+send is the last). A client that shuts its sending
+side after a whole request (`shutdown(SHUT_WR)`, `nc -N`) is DONE, not gone: it gets its answer,
+then the close.
 """
 
 from __future__ import annotations
 
 import enum
-import select
-import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, Protocol
 
 Address = tuple[str, int]
@@ -28,22 +30,38 @@ SEND_TIMEOUT = 30.0
 """Seconds a client may take to read one answer before the connection is dropped."""
 
 
-class Phase(enum.Enum):
-    WAITING = "waiting"
-    """For the first byte of the next request (a new connection, or one that was answered)."""
-    RECEIVING = "receiving"
-    RUNNING = "running"
-    """A whole request was handed out; it is in flight until its answer is given back."""
+class ClientState(enum.Enum):
+    IDLE = "idle"
+    """Nothing of its next request yet (a new connection, or one whose last request was answered)."""
+    SENDING = "sending"
+    DONE = "done"
+    """Its request is whole and ours to answer."""
     CLOSED = "closed"
+    """Its sending side ended with no request left to answer: nothing more will come."""
+
+
+class OurState(enum.Enum):
+    IDLE = "idle"
+    """Nothing to answer. A kept connection's answered cycle starts the next at once (h11's DONE, then
+    start_next_cycle, in one step)."""
+    RUNNING = "running"
+    """A whole request was handed out; it is in flight until its answer is given back. An answer may begin
+    meanwhile (an event stream's head and progress, through `Watch.send`)."""
+    MUST_CLOSE = "must close"
+    """What is left to send is the last: the connection closes after it."""
 
 
 @dataclass(frozen=True)
 class Peer:
-    """The client, as a value: its addresses, and a way to ask whether it is still there."""
+    """The client, as a value: its addresses, and what a running request's watcher may ask of its connection."""
 
     local: Address
     remote: Address
+    ended: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
+    """Its sending side ended: its close (or a reset) waits unread. A read cannot tell a client that shut its
+    sending side (it still wants the answer) from one that closed."""
     connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
+    """No write to it failed: False once a reset came back (a client that closed, met by a write)."""
     send: Callable[[bytes], int] = field(default=lambda data: len(data), compare=False, repr=False)
     """Sends what the socket takes now, never waiting (an answer streamed while its request runs)."""
 
@@ -51,71 +69,69 @@ class Peer:
     def port(self) -> int:
         return self.remote[1]
 
-    @classmethod
-    def of(cls, sock: socket.socket) -> Peer:
-        """The peer of an accepted socket; OSError when it has already left."""
-        return cls(
-            sock.getsockname()[:2], sock.getpeername()[:2], partial(peer_connected, sock), partial(send_now, sock)
-        )
 
+class Watch:
+    """Whether the client of one running request still wants its answer, asked by the job's watcher (and
+    before the job starts) off the connection's own thread; and the way the answer goes out meanwhile.
 
-def peer_connected(sock: socket.socket) -> bool:
-    """Whether the client is still there (it sends nothing while it waits, so EOF means it left)."""
-    if not has_unread(sock):
-        return True
-    try:
-        return sock.recv(1, socket.MSG_PEEK) != b""  # readable: data or EOF is there, so this never waits
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-
-
-def send_now(sock: socket.socket, data: bytes) -> int:
-    """Send what the socket takes without waiting; how many bytes that was. OSError when the client is gone.
-
-    Called off the connection's own thread while its request runs (nothing else writes then), on a
-    blocking socket (threaded driver) or a non-blocking one (main loop).
+    "The client left" is a failed write, never a read's end: the end of its sending side is also what a
+    client that only shut that side shows. So when the end is seen and nothing of the answer has gone
+    yet, `probe` (bytes the protocol allows before an answer, e.g. HTTP/1.1's `100 Continue`) is written
+    once, and a client that closed answers it with a reset. Where the protocol's framing makes the end a
+    hang-up (`end_is_hang_up`: the Blender Lab wire after its NUL), it is one.
     """
-    if not data:
-        return 0
-    try:
-        # Asked first: Python waits for a socket with a timeout to be writable before it even tries.
-        if not _ready(sock, writing=True):
-            return 0
-        return sock.send(data, _DONTWAIT)  # Windows has no MSG_DONTWAIT: writable there means it takes some
-    except (BlockingIOError, InterruptedError):
-        return 0
-    except ValueError:  # closed under us
-        raise OSError("the connection is closed") from None
 
+    def __init__(self, peer: Peer, *, probe: bytes = b"", end_is_hang_up: bool = False) -> None:
+        self._peer = peer
+        self._probe = probe
+        """What of the probe is still to be written once the end is seen (all of it, or the rest the socket left)."""
+        self._end_is_hang_up = end_is_hang_up
+        self._lock = threading.Lock()
+        self._ended = False
+        self._began = False
+        """Part of the answer went out (through `send`): from then on its own writes are the probe."""
 
-_DONTWAIT = getattr(socket, "MSG_DONTWAIT", 0)
+    @property
+    def ended(self) -> bool:
+        """The client's sending side was seen to end while its request ran: nothing more will come from it."""
+        return self._ended
 
+    def wanted(self) -> bool:
+        with self._lock:
+            if not self._ended:
+                if not self._peer.ended():
+                    return True
+                self._ended = True
+            if self._end_is_hang_up:
+                return False
+            try:
+                self._write_probe()
+            except OSError:
+                return False
+            return self._peer.connected()
 
-def has_unread(sock: socket.socket) -> bool:
-    """Whether bytes (or a close) from the client wait unread in the kernel: such a client is not idle.
+    def send(self, data: bytes) -> int:
+        """Part of the answer, sent as far as the socket takes it now, after the probe if one is being written."""
+        with self._lock:
+            self._write_probe()
+            if self._due():
+                return 0
+            self._began = True
+            return self._peer.send(data)
 
-    Asked of the socket's readiness, never of `recv`: on a socket with a timeout (the threaded driver's,
-    read by another thread) Python's `recv` waits up to that timeout even with MSG_DONTWAIT.
-    """
-    try:
-        return _ready(sock, writing=False)
-    except (OSError, ValueError):  # closed under us
-        return True
+    def owed(self) -> bytes:
+        """What of the probe the socket has not taken yet: it goes out before the answer."""
+        with self._lock:
+            owed = self._probe if self._due() else b""
+            self._probe = b""
+            return owed
 
+    def _due(self) -> bool:
+        return bool(self._probe) and self._ended and not self._began
 
-def _ready(sock: socket.socket, *, writing: bool) -> bool:
-    """Whether `sock` is writable (or readable) now, asked of poll: select() cannot take descriptors past 1023."""
-    if _poll is None:  # Windows: select() takes sockets of any number there
-        readable, writable, _ = select.select([] if writing else [sock], [sock] if writing else [], [], 0)
-        return bool(writable or readable)
-    poller = _poll()
-    poller.register(sock, select.POLLOUT if writing else select.POLLIN)
-    return bool(poller.poll(0))
-
-
-_poll = getattr(select, "poll", None)
+    def _write_probe(self) -> None:
+        if self._due():
+            self._probe = self._probe[self._peer.send(self._probe) :]
 
 
 @dataclass(frozen=True)
@@ -132,7 +148,8 @@ QUIET = Output()
 
 
 class Conversation(Protocol):
-    phase: Phase
+    client_state: ClientState
+    our_state: OurState
     trusted: bool
     """A request on it passed authentication (MCP) or admission (Blender Lab): eviction spares it while busy."""
 
@@ -141,7 +158,7 @@ class Conversation(Protocol):
         ...
 
     def received(self, data: bytes, now: float) -> Output:
-        """New bytes from the client; b"" when it closed its side. Never called while a request runs."""
+        """New bytes from the client; b"" when it ended its sending side. Never called while a request runs."""
         ...
 
     def answered(self, result: Any, now: float) -> Output:

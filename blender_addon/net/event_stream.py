@@ -5,7 +5,7 @@ Chosen for a `tools/call` whose `_meta.progressToken` is set by a client that ac
 HTTP/1.1 200 with `Transfer-Encoding: chunked`, one chunk per SSE event, so the connection is
 kept for the next request, as after a JSON answer.
 
-The job records how far it is (`progress.py`); its watcher calls `tend` at each look (every
+The job records how far it is (`caller.Progress`); its watcher calls `tend` at each look (every
 WATCH_INTERVAL, off the job's thread) and the stream sends what is new, or at every HEARTBEAT a
 word that the job still runs, so a client that resets its timeout on progress never gives up on
 a long render. The notification's `progress` is the seconds since the call began, which rise
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..jsontext import encode
-from ..progress import Progress
+from .caller import Progress
 
 HEARTBEAT = 1.0
 """Seconds without news after which the client hears that the job still runs."""

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 
-from .conversation import QUIET, Output, Peer, Phase
+from .conversation import QUIET, ClientState, OurState, Output, Peer, Watch
 from .refusals import refused
 
 log = logging.getLogger("hermes_bridge.net")
@@ -122,6 +122,8 @@ class HttpConversation:
     Nothing is buffered for a client that has not authenticated: the gate sees the headers
     before a byte of the body is taken, and a refused connection is closed after its answer.
     The idle clock of a kept connection starts when its answer is given, not when it was asked.
+    A client whose sending side ends is served what it sent whole (its requests in order), then
+    the connection closes; one that ends in the middle of a request hears that nothing was run.
     """
 
     def __init__(self, peer: Peer, *, app: App, limits: HttpLimits, gate: Gate) -> None:
@@ -129,70 +131,76 @@ class HttpConversation:
         self._app = app
         self._limits = limits
         self._gate = gate
-        self.phase = Phase.WAITING
+        self.client_state = ClientState.IDLE
+        self.our_state = OurState.IDLE
         self.trusted = False
         self._buffer = bytearray()
-        self._closed = False
-        """The client closed its side."""
+        self._ended = False
+        """The client's sending side ended: what the buffer holds is all that will come."""
         self._since = 0.0
-        """When the current wait began: for WAITING the last answer (or the accept), else the request's first byte."""
+        """When the current wait began: while the client is IDLE the last answer (or the accept), else the
+        request's first byte."""
         self._head: _Head | None = None
         self._scanned = 0  # header bytes already searched for the blank line
         self._method = "POST"  # of the request being answered, for its framing
+        self._watch: Watch | None = None
 
     def opened(self, now: float) -> Output:
         self._since = now
         return QUIET
 
     def received(self, data: bytes, now: float) -> Output:
-        assert self.phase is not Phase.RUNNING, "the driver reads nothing while a request runs"
+        assert self.our_state is not OurState.RUNNING, "the driver reads nothing while a request runs"
         if data:
             self._buffer += data
         else:
-            self._closed = True
+            self._ended = True
         return self._next(now)
 
     def answered(self, result: Response, now: float) -> Output:
-        assert self.phase is Phase.RUNNING
-        request_close = result.close
+        assert self.our_state is OurState.RUNNING and self._watch is not None
         if result.status in _REFUSALS:
             self._log_refusal(result)
-        data = result.encode(self._method)
-        if request_close:
-            self.phase = Phase.CLOSED
+        data = self._watch.owed() + result.encode(self._method)
+        self._ended = self._ended or self._watch.ended
+        self._watch = None
+        if result.close:
+            self.our_state = OurState.MUST_CLOSE
             return Output(data, close=True)
-        self.phase, self._since = Phase.WAITING, now
+        self.client_state, self.our_state, self._since = ClientState.IDLE, OurState.IDLE, now
         following = self._next(now)
         return Output(data + following.data, following.run, following.close)
 
     def deadline(self) -> float:
         limits = self._limits
-        if self.phase is Phase.WAITING:  # a stranger gets a few seconds to say anything, a known client longer
+        if self.our_state is not OurState.IDLE:
+            return float("inf")
+        if (
+            self.client_state is ClientState.IDLE
+        ):  # a stranger gets a few seconds to say anything, a known client longer
             return self._since + (limits.idle_timeout if self.trusted else limits.first_byte_timeout)
-        if self.phase is Phase.RECEIVING:
-            if self._head is None:
-                return self._since + min(limits.header_timeout, limits.request_timeout)
-            return self._since + limits.request_timeout
-        return float("inf")
+        if self._head is None:
+            return self._since + min(limits.header_timeout, limits.request_timeout)
+        return self._since + limits.request_timeout
 
     def expired(self, now: float) -> Output:
-        if self.phase is Phase.WAITING:
-            self.phase = Phase.CLOSED
+        if self.client_state is ClientState.IDLE:
+            self.our_state = OurState.MUST_CLOSE
             return Output(close=True)  # silent since its last answer: nobody to answer
         return self._refuse(HttpError(408, "the request was not received in time"))
 
     def _next(self, now: float) -> Output:
-        """Hand out the next whole request, refuse a bad one, or wait for more bytes."""
+        """Hand out the next whole request, refuse a bad one, close after a client's end, or wait for more bytes."""
         try:
             request = self._parse(now)
         except HttpError as error:
             return self._refuse(error)
         if request is None:
-            if self._closed and self.phase is Phase.WAITING:
-                self.phase = Phase.CLOSED
+            if self._ended:  # nothing whole is left, and nothing more will come
+                self.client_state, self.our_state = ClientState.CLOSED, OurState.MUST_CLOSE
                 return Output(close=True)
             return QUIET
-        self.phase, self._method = Phase.RUNNING, request.method
+        self.client_state, self.our_state, self._method = ClientState.DONE, OurState.RUNNING, request.method
         return Output(run=lambda: self._respond(request))
 
     def _respond(self, request: Request) -> Response:
@@ -203,23 +211,23 @@ class HttpConversation:
     def _refuse(self, error: HttpError) -> Output:
         response = error.response()
         self._log_refusal(response)
-        self.phase = Phase.CLOSED
+        self.our_state = OurState.MUST_CLOSE
         return Output(response.encode(self._head.method if self._head else "POST"), close=True)
 
     def _parse(self, now: float) -> Request | None:
         """The next whole request, or None until more bytes come; raises HttpError for what ends the connection."""
         buffer, limits = self._buffer, self._limits
-        if self.phase is Phase.WAITING:
+        if self.client_state is ClientState.IDLE:
             if not buffer:
                 return None
-            self.phase, self._since = Phase.RECEIVING, now
+            self.client_state, self._since = ClientState.SENDING, now
         if self._head is None:
             end = buffer.find(b"\r\n\r\n", self._scanned)
             if end < 0:
                 if len(buffer) > limits.max_header_bytes:
                     raise HttpError(431, "request headers are too large")
                 self._scanned = max(0, len(buffer) - 3)
-                return self._truncated() if self._closed else None
+                return self._truncated() if self._ended else None
             if end > limits.max_header_bytes:
                 raise HttpError(431, "request headers are too large")
             raw_head = bytes(buffer[:end])
@@ -237,21 +245,29 @@ class HttpConversation:
             self._head = _Head(method, target, version, headers, length)
         head = self._head
         if len(buffer) < head.length:
-            return self._truncated() if self._closed else None
+            return self._truncated() if self._ended else None
         body = bytes(buffer[: head.length])
         del buffer[: head.length]
         self._head = None
-        peer = self._peer
-        return Request(head.method, head.target, head.version, head.headers, body, peer.connected, peer.send)
+        # HTTP/1.0 has no interim answers: there a client's end is taken as a shut sending side, and a hang-up
+        # is seen when the answer is written.
+        watch = self._watch = Watch(self._peer, probe=_CONTINUE if head.version == "HTTP/1.1" else b"")
+        return Request(head.method, head.target, head.version, head.headers, body, watch.wanted, watch.send)
 
     @staticmethod
     def _truncated() -> None:
-        """A half-closed client can still read why nothing was done."""
+        """The client left before its request was whole; if it only shut its sending side, it can read why."""
         raise HttpError(400, "the connection closed before the request was complete; nothing was run")
 
     def _log_refusal(self, response: Response) -> None:
         """Our own reason text and the peer's port: never a header value, a token or a body."""
         refused(log, f"HTTP {response.status}", response.body.decode("utf-8", "replace").strip(), self._peer.port)
+
+
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+"""The one answer HTTP/1.1 allows before the final one (RFC 9110 §15.2: every client parses 1xx): the probe
+written when a running request's client ends its sending side, so that a client that closed is told from one
+that still reads."""
 
 
 _REFUSALS = frozenset({400, 401, 403, 404, 405, 408, 411, 413, 415, 431, 501, 505})

@@ -19,7 +19,7 @@ from typing import Any, Protocol
 
 from ..jsontext import encode as encode_json
 from .auth import Token
-from .conversation import QUIET, Output, Peer, Phase
+from .conversation import QUIET, ClientState, OurState, Output, Peer, Watch
 from .peer import peer_refusal
 from .refusals import refused
 
@@ -83,7 +83,8 @@ class LabConversation:
         self._executor = executor
         self._settings = settings
         self._incoming = _Incoming()
-        self.phase = Phase.WAITING
+        self.client_state = ClientState.IDLE
+        self.our_state = OurState.IDLE
         self.trusted = False
         self._deadline = math.inf
         self._grace_ends = math.inf
@@ -102,24 +103,27 @@ class LabConversation:
         return QUIET
 
     def received(self, data: bytes, now: float) -> Output:
-        assert self.phase is not Phase.RUNNING, "the driver reads nothing while a request runs"
+        assert self.our_state is not OurState.RUNNING, "the driver reads nothing while a request runs"
         try:
             raw = self._request(data, now)
         except _Answer as answer:
             return self._close(answer.payload)
         if raw is None:
             return QUIET
-        self.phase = Phase.RUNNING
-        # A request ended by a half-close is answered whatever its client's side says; one ended by its NUL and
-        # then a close was sent by a client that left: when its turn comes it is dropped, never run.
-        connected = self._peer.connected if data else _still_there
-        return Output(run=partial(_handle, raw, self._executor, connected))
+        self.our_state = OurState.RUNNING
+        # A request ended by its NUL is whole: a client that then closes its side has left (the wire allows no
+        # byte before the answer to tell a half-close from a close, and its clients never half-close), and when
+        # its turn comes the request is dropped, never run. A request ended by the client's end is answered
+        # unless a write fails.
+        self.client_state = ClientState.DONE if data else ClientState.CLOSED
+        watch = Watch(self._peer, end_is_hang_up=bool(data))
+        return Output(run=partial(_handle, raw, self._executor, watch.wanted))
 
     def answered(self, result: bytes, now: float) -> Output:
         return self._close(result)
 
     def deadline(self) -> float:
-        return math.inf if self.phase is Phase.RUNNING else min(self._deadline, self._grace_ends)
+        return math.inf if self.our_state is OurState.RUNNING else min(self._deadline, self._grace_ends)
 
     def expired(self, now: float) -> Output:
         if now >= self._deadline:
@@ -131,7 +135,7 @@ class LabConversation:
         return QUIET
 
     def _close(self, payload: bytes) -> Output:
-        self.phase = Phase.CLOSED
+        self.our_state = OurState.MUST_CLOSE
         return Output(payload, close=True)
 
     def _check_token(self, complete: bool) -> None:
@@ -152,7 +156,7 @@ class LabConversation:
         incoming, settings = self._incoming, self._settings
         if data:
             incoming.buffer += data
-            self.phase = Phase.RECEIVING
+            self.client_state = ClientState.SENDING
             self._grace_ends = now + _FOREIGN_JSON_GRACE
         end = incoming.nul()
         if (end if end >= 0 else len(incoming.buffer)) > settings.max_request_bytes:
@@ -168,10 +172,6 @@ class LabConversation:
         if not incoming.json_framed:
             incoming.json_framed = _framing_is_json(incoming, settings)
         return None
-
-
-def _still_there() -> bool:
-    return True
 
 
 TOKEN_FRAME_BYTES = 4096

@@ -31,9 +31,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .admission import AcceptBackoff, Admission, Full, conversation_failed
-from .conversation import RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Output, Peer, has_unread
+from .admission import STOP_TIMEOUT, AcceptBackoff, Admission, Full, conversation_failed
+from .conversation import RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Output
 from .loopback import bind_loopback
+from .sockets import has_unread, peer_of
 
 LONGEST_WAIT = 0.5 if sys.platform == "win32" else math.inf
 ACCEPTS_PER_TURN = 64
@@ -144,20 +145,38 @@ class MainLoop:
             self._expire(began)
             self._background = background() if background is not None else False
 
-    def close(self) -> None:
-        """Close every socket. Idempotent; an answer still in a buffer gets one last chance to go."""
+    def close(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Close every socket. Idempotent. The stop policy (`admission.STOP_TIMEOUT`): an answer being written
+        goes out whole within `timeout` (a client that does not read it by then is dropped); a request not yet
+        whole, or read and not run, is closed without one."""
         if self._closed:
             return
         self._closed = True
-        for connection in list(self._connections.values()):
-            self._send_some(connection)
-            self._drop(connection)
         for listening in self._listening:
             listening.sock.close()
+        writing = [c for c in self._connections.values() if c.sent < len(c.out)]
+        for connection in list(self._connections.values()):
+            if connection.sent >= len(connection.out):
+                self._drop(connection)
+        self._finish_writing(writing, time.monotonic() + timeout)
         self._selector.close()
         self._known.close()
         self._wake_r.close()
         self._wake_w.close()
+
+    def _finish_writing(self, writing: list[_Connection], deadline: float) -> None:
+        """Send what `writing` still holds as its clients take it, until `deadline`; drop each when done."""
+        with selectors.DefaultSelector() as selector:
+            for connection in writing:
+                selector.register(connection.sock, selectors.EVENT_WRITE, connection)
+            while selector.get_map() and (left := deadline - time.monotonic()) > 0:
+                for key, _ in selector.select(left):
+                    connection = key.data
+                    if not self._send_some(connection) or connection.sent >= len(connection.out):
+                        selector.unregister(connection.sock)
+                        self._drop(connection)
+        for connection in writing:
+            self._drop(connection)  # what its client did not read by the deadline is dropped with it
 
     def _timeout(self) -> float | None:
         if self._ready or self._background:
@@ -198,7 +217,7 @@ class MainLoop:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.setblocking(False)
-            conversation = listening.conversation(Peer.of(conn))
+            conversation = listening.conversation(peer_of(conn))
         except OSError:  # the client already left
             conn.close()
             return

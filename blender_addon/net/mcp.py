@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..dispatch import ANYONE, Caller
 from ..errors import RpcError, UnknownTool
 from ..jsontext import RawJson, dumps
+from .caller import ANYONE, Caller
 
 MODERN_VERSION = "2026-07-28"
 HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..dispatch import Caller
 from ..errors import RpcError
 from ..jsontext import encode
 from .auth import Token, bearer_matches, host_allowed, origin_allowed
+from .caller import Caller
 from .event_stream import EventStream
 from .http import HttpError, Request, Response
 from .mcp import (

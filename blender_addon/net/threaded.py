@@ -6,8 +6,9 @@ dispatcher's timer pump). Admission, eviction, accept backoff and the error poli
 ones the main loop uses (`admission.py`). A stopped listener leaves nothing behind: every
 socket closed, every thread joined within one deadline.
 
-Stop policy (both drivers): an answer being written still goes out; a request that was not yet
-whole is closed without one (the client did nothing wrong; the bridge stopped).
+Stop policy (both drivers, `admission.STOP_TIMEOUT`): an answer being written goes out whole within
+the stop's deadline; a request that was not yet whole is closed without one (the client did nothing
+wrong; the bridge stopped).
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import weakref
 from collections.abc import Callable
 from functools import partial
 
-from .admission import AcceptBackoff, Admission, Full, conversation_failed
-from .conversation import QUIET, RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory, Peer, has_unread
+from .admission import STOP_TIMEOUT, AcceptBackoff, Admission, Full, conversation_failed
+from .conversation import QUIET, RECV_BYTES, SEND_TIMEOUT, Conversation, ConversationFactory
 from .loopback import bind_loopback
+from .sockets import has_unread, peer_of
 
 
 def converse(
@@ -119,27 +121,45 @@ class TcpListener:
         with self._lock:
             return len(self._mine)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
         """Stop accepting, end every connection and join all threads within one overall deadline. Idempotent.
 
-        Connections are shut for reading only: an idle one ends at once, while one that is
-        writing its last answer (e.g. "the bridge is stopping") still delivers it.
+        Connections are shut for reading first: an idle one ends at once, while one that is writing
+        its last answer (e.g. "the bridge is stopping") still delivers it, whole, until the deadline;
+        then what is left is shut for writing too, and its thread ends.
         """
-        if self._stopping.is_set():
-            return
         deadline = time.monotonic() + timeout
+        if self.begin_stop():
+            self.end_stop(deadline)
+
+    def begin_stop(self) -> bool:
+        """Stop accepting and reading; whether this call did (False: the listener was stopped already)."""
+        if self._stopping.is_set():
+            return False
         self._stopping.set()
         self._wake_w.send(b"x")
-        self._accept_thread.join(timeout)
+        self._accept_thread.join(_UNBLOCKED)
         with self._lock:
             connections = list(self._mine)
         for conn in connections:
             _shutdown(conn, socket.SHUT_RD)
+        return True
+
+    def end_stop(self, deadline: float) -> None:
+        """Let the answers being written go out until `deadline`, drop what is left, close the listener."""
+        self._join(deadline)
+        with self._lock:
+            unread = list(self._mine)
+        for conn in unread:  # its client has not read its answer by the deadline: dropped
+            _shutdown(conn)
+        self._join(time.monotonic() + _UNBLOCKED)
+        for sock in (self._sock, self._wake_r, self._wake_w):
+            sock.close()
+
+    def _join(self, deadline: float) -> None:
         for thread in list(self._threads):
             if thread.is_alive():  # never started (no thread could be made): nothing to join
                 thread.join(max(0.0, deadline - time.monotonic()))
-        for sock in (self._sock, self._wake_r, self._wake_w):
-            sock.close()
 
     def _accept_loop(self) -> None:
         with self._selector as selector:
@@ -158,7 +178,7 @@ class TcpListener:
     def _admit(self, conn: socket.socket) -> None:
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conversation = self._conversation(Peer.of(conn))
+            conversation = self._conversation(peer_of(conn))
         except OSError:  # the client already left
             conn.close()
             return
@@ -223,9 +243,16 @@ class ThreadedListeners:
     def connection_count(self) -> int:
         return len(self._admission)
 
-    def close(self) -> None:
-        for listener in self._listeners:
-            listener.stop()
+    def close(self, timeout: float = STOP_TIMEOUT) -> None:
+        """Stop every listener within one deadline (the stop policy: `TcpListener.stop`)."""
+        deadline = time.monotonic() + timeout
+        stopping = [listener for listener in self._listeners if listener.begin_stop()]
+        for listener in stopping:
+            listener.end_stop(deadline)
+
+
+_UNBLOCKED = 1.0
+"""Seconds a connection's thread gets to end once its socket is shut both ways (a write or read then fails)."""
 
 
 def _shutdown(conn: socket.socket, how: int = socket.SHUT_RDWR) -> None:

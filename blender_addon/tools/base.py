@@ -6,7 +6,10 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .context import JobContext
 
 NO_ARGUMENTS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 
@@ -77,8 +80,8 @@ class Tool:
     name: str
     title: str
     description: str
-    run: Callable[[dict[str, Any]], Any]
-    """Runs on Blender's main thread with validated arguments: JSON-able data, an Image or a Deferred."""
+    run: Callable[[dict[str, Any], JobContext], Any]
+    """Runs on Blender's main thread with validated arguments, as a job: JSON-able data, an Image or a Deferred."""
     input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGUMENTS))
     output_schema: dict[str, Any] | None = None
     annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))

@@ -10,6 +10,7 @@ from typing import Any
 import bpy
 
 from .base import BUDGET, NO_ARGUMENTS, Tool, arguments, budgeted, shallow
+from .context import JobContext
 
 DEFAULT_LIMIT = 500
 LIMIT_SCHEMA = arguments(
@@ -62,7 +63,7 @@ def _limited(arguments: dict[str, Any], **lists: list[Any]) -> tuple[dict[str, l
     return budgeted({key: entries[:limit] for key, entries in lists.items()}, sized="limit" in arguments)
 
 
-def datablocks(arguments: dict[str, Any]) -> dict[str, Any]:
+def datablocks(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     data = bpy.data
     scene = bpy.context.scene
     workspaces = sorted(ws.name for ws in data.workspaces)
@@ -80,7 +81,7 @@ def datablocks(arguments: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def missing_files(arguments: dict[str, Any]) -> dict[str, Any]:
+def missing_files(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     missing: list[dict[str, Any]] = []
     checked = 0
     for kind in _FILE_BACKED:
@@ -100,7 +101,7 @@ def missing_files(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", **lists, "missing_count": len(missing), "total_checked": checked, **cut}
 
 
-def linked_libraries(arguments: dict[str, Any]) -> dict[str, Any]:
+def linked_libraries(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     def entry(library: Any) -> dict[str, Any]:
         absolute = bpy.path.abspath(library.filepath)
         return {
@@ -117,7 +118,7 @@ def linked_libraries(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", **lists, "total_library_count": len(libraries), **cut}
 
 
-def path_info(arguments: dict[str, Any]) -> dict[str, Any]:
+def path_info(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     filepath = bpy.data.filepath
     saved = bool(filepath)
     stat = Path(filepath).stat() if saved and os.path.exists(filepath) else None
@@ -133,7 +134,7 @@ def path_info(arguments: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def usage_guess(arguments: dict[str, Any]) -> dict[str, Any]:
+def usage_guess(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     """Scores from what the file holds; each guess says how sure it is."""
     data = bpy.data
     scene = bpy.context.scene

@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments
+from .context import JobContext
 from .python_exec import Deferred, Envelope, execute
 
 CODE_SCHEMA = arguments(
@@ -19,8 +20,8 @@ CODE_SCHEMA = arguments(
 )
 
 
-def run_code(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
-    outcome = execute(arguments["code"], strict_json=False, preload_bpy=True)
+def run_code(arguments: dict[str, Any], job: JobContext) -> dict[str, Any] | Deferred:
+    outcome = execute(arguments["code"], job, strict_json=False, preload_bpy=True)
     if isinstance(outcome, Deferred):
         inner = outcome
         return Deferred(lambda: _answer(answer) if (answer := inner.poll()) is not None else None)

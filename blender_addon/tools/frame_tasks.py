@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,6 +20,7 @@ import bpy
 
 from ..errors import JobInterrupted, ToolError
 from .base import MUTATING, READ_ONLY, Tool, arguments, shallow
+from .context import JobContext
 from .frames import FRAMES_SCHEMA, SKIPS_SHOWN, FrameRange
 
 WORKING, COMPLETED, FAILED, CANCELLED = "working", "completed", "failed", "cancelled"
@@ -34,30 +35,77 @@ finishes later); each holds its folder open and its range in memory, and a start
 (100 working tasks of 10,000 frames cost 664 MiB, each start 0.5 s of the loop). Eight covers an agent
 rendering a few cameras or shots side by side."""
 
-Schedule = Callable[[Callable[[], bool]], None]
-"""Runs a step on Blender's main thread between jobs, again while it returns True (the dispatcher's)."""
 
-_schedule: Schedule | None = None
-_tasks: dict[str, FramesTask] = {}
+class FrameTasks:
+    """One bridge's tasks, by id (its `Execution` holds them; a tool reaches them through its job)."""
 
+    def __init__(self) -> None:
+        self._tasks: dict[str, FramesTask] = {}
+        self._open = True
 
-def use(schedule: Schedule | None) -> None:
-    """The running bridge's way of running steps between jobs. None: the bridge stopped, so no new task starts
-    and every working one has run its last step; each says so (a task is asked after by id, maybe later)."""
-    global _schedule
-    _schedule = schedule
-    if schedule is None:
-        for task in _tasks.values():
+    def close(self) -> None:
+        """The bridge stopped: no new task starts and every working one has run its last step; each says so (a
+        task is asked after by id, maybe later)."""
+        self._open = False
+        for task in self._tasks.values():
             if task.status == WORKING:
                 task.abandon()
+
+    def start(self, arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+        if not self._open:
+            raise ToolError("no bridge is serving, so no task can run", state="stopped")
+        working = sum(task.status == WORKING for task in self._tasks.values())
+        if working >= MAX_WORKING:
+            raise ToolError(
+                f"{working} tasks are working, the most one bridge runs at once ({MAX_WORKING}); wait for one to "
+                "finish or cancel one (cancel_render_frames_task), then start this one",
+                state="too_many_tasks",
+            )
+        scene = bpy.context.scene
+        task = FramesTask(FrameRange(arguments, scene), scene, replace(job, report=_unheard))
+        self.forget_old()
+        try:
+            job.start_background(task.step)
+        except BaseException:
+            task.frames.close()
+            raise
+        self._tasks[task.task_id] = task
+        return task.snapshot()
+
+    def task(self, task_id: str) -> FramesTask:
+        task = self._tasks.get(task_id)
+        if task is None:
+            raise ToolError(
+                f"no task {task_id!r}: it never existed, or it finished more than {TTL / 60:.0f} minutes ago, or "
+                "Blender restarted",
+                state="not_found",
+            )
+        return task
+
+    def forget_old(self, now: float | None = None) -> None:
+        """Finished tasks past their time to live, and beyond the KEPT newest finished ones."""
+        now = time.time() if now is None else now
+        finished = sorted((t for t in self._tasks.values() if t.finished_at() is not None), key=lambda t: t.updated)
+        for position, task in enumerate(finished):
+            if now - task.updated > TTL or position < len(finished) - KEPT:
+                del self._tasks[task.task_id]
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+
+def _unheard(fraction: float | None = None, message: str | None = None) -> None:
+    """A task's steps have no client listening: its word is its status message."""
 
 
 class FramesTask:
     """One frame range being rendered a frame per step."""
 
-    def __init__(self, frames: FrameRange, scene: Any) -> None:
+    def __init__(self, frames: FrameRange, scene: Any, job: JobContext) -> None:
         self.task_id = secrets.token_urlsafe(12)
         self.frames = frames
+        self._job = job
+        """What each step runs as: a job of the bridge that started the task."""
         self._scene = scene.name
         self._pointer = scene.as_pointer()
         """The scene of the file open at the start: another file's scene of the same name is not this one."""
@@ -78,7 +126,7 @@ class FramesTask:
                 FAILED, f"the scene {self._scene!r} is gone (another file was opened) after {self._count()}"
             )
         try:
-            skipped = self.frames.render(self.done, scene)
+            skipped = self.frames.render(self.done, scene, self._job)
         except ToolError as exc:
             return self._end(FAILED, f"{exc} (after {self._count()})")
         except JobInterrupted:
@@ -147,57 +195,19 @@ def _iso(stamp: float) -> str:
     return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def start(arguments: dict[str, Any]) -> dict[str, Any]:
-    if _schedule is None:
-        raise ToolError("no bridge is serving, so no task can run", state="stopped")
-    working = sum(task.status == WORKING for task in _tasks.values())
-    if working >= MAX_WORKING:
-        raise ToolError(
-            f"{working} tasks are working, the most one bridge runs at once ({MAX_WORKING}); wait for one to "
-            "finish or cancel one (cancel_render_frames_task), then start this one",
-            state="too_many_tasks",
-        )
-    scene = bpy.context.scene
-    task = FramesTask(FrameRange(arguments, scene), scene)
-    _forget_old()
-    try:
-        _schedule(task.step)
-    except BaseException:
-        task.frames.close()
-        raise
-    _tasks[task.task_id] = task
-    return task.snapshot()
+def start(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    return job.tasks.start(arguments, job)
 
 
-def get(arguments: dict[str, Any]) -> dict[str, Any]:
-    _forget_old()
-    return _task(arguments["task_id"]).snapshot()
+def get(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    job.tasks.forget_old()
+    return job.tasks.task(arguments["task_id"]).snapshot()
 
 
-def cancel(arguments: dict[str, Any]) -> dict[str, Any]:
-    task = _task(arguments["task_id"])
+def cancel(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    task = job.tasks.task(arguments["task_id"])
     task.cancel()
     return task.snapshot()
-
-
-def _task(task_id: str) -> FramesTask:
-    task = _tasks.get(task_id)
-    if task is None:
-        raise ToolError(
-            f"no task {task_id!r}: it never existed, or it finished more than {TTL / 60:.0f} minutes ago, or "
-            "Blender restarted",
-            state="not_found",
-        )
-    return task
-
-
-def _forget_old() -> None:
-    """Finished tasks past their time to live, and beyond the KEPT newest finished ones."""
-    now = time.time()
-    finished = sorted((t for t in _tasks.values() if t.finished_at() is not None), key=lambda t: t.updated)
-    for position, task in enumerate(finished):
-        if now - task.updated > TTL or position < len(finished) - KEPT:
-            del _tasks[task.task_id]
 
 
 TASK_ID = arguments(task_id={"type": "string", "minLength": 1, "maxLength": 64, "description": "From the start."})

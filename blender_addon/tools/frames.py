@@ -27,9 +27,9 @@ from typing import Any
 
 import bpy
 
-from .. import interrupt, progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, shallow
+from .context import JobContext
 from .render import FILE_MAX, Target, apply_settings, render_still, restore_settings
 
 MAX_FRAMES = 10_000
@@ -112,7 +112,7 @@ class FrameRange:
         if fd is not None:
             os.close(fd)
 
-    def render(self, index: int, scene: Any) -> str | None:
+    def render(self, index: int, scene: Any, job: JobContext) -> str | None:
         """Render frame `index` of the range into the folder; None once it is written, else why it was skipped
         (also in `skipped`). The scene's frame and output settings are put back."""
         frame, name = self.frames[index], self.name(index)
@@ -127,25 +127,25 @@ class FrameRange:
             "render.use_file_extension": True,
         }
         refused: str | None = None
-        with interrupt.shielded():  # a stop waits for the render and the scene put back, then is raised
+        with job.interrupts.shielded():  # a stop waits for the render and the scene put back, then is raised
             current, saved = scene.frame_current, apply_settings(scene, changes)
             try:
                 scene.frame_set(frame)  # the frame with its animation evaluated, not only the number
-                if not interrupt.stopping():  # a stop asked while the frame was set begins no render
+                if not job.interrupts.stopping():  # a stop asked while the frame was set begins no render
                     render_still(
-                        say=lambda done, stats: progress.report(
+                        say=lambda done, stats: job.report(
                             (index + (done or 0)) / len(self), f"{self.word(index)}: {stats}"
                         )
                     )
                 # Stopped while it rendered: the frame may be cut short, so it is not kept.
-                placed = not interrupt.stopping() and target.scratch.is_file()
+                placed = not job.interrupts.stopping() and target.scratch.is_file()
                 if placed:
                     refused = self._place(target.scratch, name)
             finally:
                 target.discard()
                 restore_settings(scene, saved)
                 scene.frame_set(current)
-        interrupt.checkpoint()
+        job.interrupts.checkpoint()
         if not placed:
             raise ToolError(
                 f"Blender rendered frame {frame} but wrote no file; nothing after it was rendered.", state="tool_failed"
@@ -349,15 +349,15 @@ def _group_has_others(gid: int, me: int) -> bool:
     return bool(listed - mine) or any(entry.pw_gid == gid and entry.pw_uid != me for entry in accounts)
 
 
-def render_frames(arguments: dict[str, Any]) -> dict[str, Any]:
+def render_frames(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     """The whole range in this call, in place; progress after each frame; a cancel stops it between frames."""
     scene = bpy.context.scene
     frames = FrameRange(arguments, scene)
     started = time.monotonic()
     try:
         for index in range(len(frames)):
-            skipped = frames.render(index, scene)
-            progress.report((index + 1) / len(frames), f"{frames.word(index)}: {'skipped' if skipped else 'written'}")
+            skipped = frames.render(index, scene, job)
+            job.report((index + 1) / len(frames), f"{frames.word(index)}: {'skipped' if skipped else 'written'}")
     finally:
         frames.close()
     return {"status": "ok", **frames.summary(scene), "seconds": round(time.monotonic() - started, 3)}

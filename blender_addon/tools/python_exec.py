@@ -21,9 +21,8 @@ from typing import Any, TextIO
 import bpy
 
 from ..errors import JobInterrupted
-from ..interrupt import AGENT_CODE, held
 from ..jsontext import RawJson, dumps
-from ..progress import report
+from .context import Interrupts, JobContext
 
 BLOCKED_OPERATORS = frozenset(
     {
@@ -33,7 +32,8 @@ BLOCKED_OPERATORS = frozenset(
         ("wm", "read_userpref"),
     }
 )
-FILENAME = AGENT_CODE
+FILENAME = "<blender-bridge>"
+"""The file name agent-written code is compiled under: not a path, so a stop polices it line by line."""
 PYTHON_ENGINE_OPERATORS = frozenset({("render", "render"), ("object", "bake")})
 """Operators that run a render engine's Python (Cycles'): an interrupt waits until they return (`shielded`)."""
 
@@ -48,14 +48,14 @@ class Deferred:
     """Main thread only: None while pending, else the final envelope."""
 
 
-def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envelope | Deferred:
+def execute(code: str, job: JobContext, *, strict_json: bool, preload_bpy: bool = False) -> Envelope | Deferred:
     """Run `code` in a fresh namespace seeded with `result = {}` and `progress(fraction, message)` (heard by a
     client that asked for progress); return the Lab envelope."""
-    namespace: dict[str, Any] = {"__name__": "__blender_bridge__", "result": {}, "progress": report}
+    namespace: dict[str, Any] = {"__name__": "__blender_bridge__", "result": {}, "progress": job.report}
     if preload_bpy:
         namespace["bpy"] = bpy
     captured = _Capture()
-    with captured, blocked_operators():
+    with captured, blocked_operators(job.interrupts):
         try:
             exec(_compiled(code), namespace)
         except JobInterrupted:
@@ -66,7 +66,7 @@ def execute(code: str, *, strict_json: bool, preload_bpy: bool = False) -> Envel
             return captured.envelope(error=_traceback(exc))
     check = namespace.get("check_is_finished")
     if callable(check):
-        return Deferred(lambda: _poll(check, strict_json, captured))
+        return Deferred(lambda: _poll(check, strict_json, captured, job.interrupts))
     return _finish(namespace.get("result"), strict_json, captured)
 
 
@@ -89,8 +89,8 @@ def _compiled_small(code: str) -> CodeType:
     return compile(code, FILENAME, "exec")
 
 
-def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture) -> Envelope | None:
-    with captured, blocked_operators():
+def _poll(check: Callable[[], Any], strict_json: bool, captured: _Capture, interrupts: Interrupts) -> Envelope | None:
+    with captured, blocked_operators(interrupts):
         try:
             value = check()
         except JobInterrupted:
@@ -187,18 +187,19 @@ class _Tee(io.TextIOBase):
 class _Shielded:
     """An operator called with interrupts held until it returns; everything else is the operator's."""
 
-    def __init__(self, operator: Any) -> None:
+    def __init__(self, operator: Any, interrupts: Interrupts) -> None:
         self._operator = operator
+        self._interrupts = interrupts
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        return held(self._operator, *args, **kwargs)
+        return self._interrupts.held(self._operator, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._operator, name)
 
 
 @contextlib.contextmanager
-def blocked_operators() -> Iterator[None]:
+def blocked_operators(interrupts: Interrupts) -> Iterator[None]:
     """Refuse the operators that quit Blender or reset it to factory state, for this call only.
 
     Hooks `bpy.ops`'s sub-module lookup, which every `bpy.ops.<module>.<name>` goes through in
@@ -211,7 +212,7 @@ def blocked_operators() -> Iterator[None]:
         if (module, name) in BLOCKED_OPERATORS:
             raise RuntimeError(f"bpy.ops.{module}.{name} is not allowed in LLM-generated code")
         operator = original(module, name)
-        return _Shielded(operator) if (module, name) in PYTHON_ENGINE_OPERATORS else operator
+        return _Shielded(operator, interrupts) if (module, name) in PYTHON_ENGINE_OPERATORS else operator
 
     ops._bpy_ops_submodule__getattr__ = guarded
     try:

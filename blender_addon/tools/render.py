@@ -11,15 +11,14 @@ import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import bpy
 
-from .. import interrupt, progress
 from ..errors import ToolError
 from .base import MUTATING, Tool, arguments, shallow
+from .context import JobContext, Report
 from .python_exec import Deferred
 
 THUMBNAIL_SIDE = 256
@@ -41,7 +40,7 @@ PATH_SCHEMA = arguments(
 )
 
 
-def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
+def render_viewport(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     """The viewport's look: an OpenGL render in the GUI, a Workbench render in background."""
     target = output_path(arguments["output_path"], arguments.get("overwrite", False))
     scene = bpy.context.scene
@@ -56,7 +55,7 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
     started = time.monotonic()
     try:
         if bpy.app.background:
-            render_still()
+            render_still(say=job.report)
         else:
             window = bpy.context.window or bpy.context.window_manager.windows[0]
             area = next((a for a in window.screen.areas if a.type == "VIEW_3D"), None)
@@ -71,7 +70,7 @@ def render_viewport(arguments: dict[str, Any]) -> dict[str, Any]:
         target.discard()
 
 
-def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
+def render_thumbnail(arguments: dict[str, Any], job: JobContext) -> dict[str, Any] | Deferred:
     """A small final render with the scene's own engine.
 
     Only Cycles renders off the main thread, so only a Cycles render in the GUI is deferred (the
@@ -99,7 +98,7 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     started = time.monotonic()
     if bpy.app.background or not cycles:
         try:
-            render_still()
+            render_still(say=job.report)
             return _result(scene, target, started, responsive=False)
         finally:
             restore_settings(scene, saved)
@@ -113,7 +112,7 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
         target.discard()
 
     try:
-        render_still("INVOKE_DEFAULT")
+        render_still("INVOKE_DEFAULT", say=job.report)
     except BaseException:  # the render never started: nothing will poll, so restore now
         restore()
         raise
@@ -129,10 +128,10 @@ def render_thumbnail(arguments: dict[str, Any]) -> dict[str, Any] | Deferred:
     return Deferred(poll)
 
 
-def render_still(*how: str, say: Callable[[float | None, str], None] = progress.report) -> None:
+def render_still(*how: str, say: Report) -> None:
     """Render the current frame (in place, or started with INVOKE_DEFAULT); Blender's own reason when it refuses
     (e.g. no camera). Blender's render stats go to `say` as they come (a client that asked hears them). Called
-    inside `interrupt.shielded()`, with the settings it changes and puts back: a stop waits until they are back."""
+    inside the job's `shielded()`, with the settings it changes and puts back: a stop waits until they are back."""
     try:
         with stats_told(say):
             bpy.ops.render.render(*how, write_still=True)
@@ -145,7 +144,7 @@ _SAMPLES = re.compile(r"\bSample (\d+)/(\d+)")
 
 
 @contextlib.contextmanager
-def stats_told(say: Callable[[float | None, str], None]) -> Iterator[None]:
+def stats_told(say: Report) -> Iterator[None]:
     """While inside, each line of Blender's render stats (the `render_stats` handler: "Mem: 3M | Sample 5/16") is
     told to `say`: its last part, and how far this render is when it counts samples (Cycles does)."""
 
@@ -297,6 +296,11 @@ def _owner(root: Any, dotted: str) -> tuple[Any, str]:
     return owner, name
 
 
+def _held(render: Callable[[dict[str, Any], JobContext], Any]) -> Callable[[dict[str, Any], JobContext], Any]:
+    """The render tool run with a stop asked meanwhile held until it returns, then raised."""
+    return lambda arguments, job: job.interrupts.held(render, arguments, job)
+
+
 RENDER_RESULT = shallow(
     status="string",
     filepath="string",
@@ -312,7 +316,7 @@ RENDER_TOOLS = (
         "render_viewport_to_path",
         "Render the viewport",
         "Render what the 3D Viewport shows to a PNG at output_path (background Blender: a Workbench render).",
-        partial(interrupt.held, render_viewport),  # a stop waits for the render and the settings put back
+        _held(render_viewport),  # a stop waits for the render and the settings put back
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),
@@ -324,7 +328,7 @@ RENDER_TOOLS = (
         "render settings are restored afterwards. With Cycles the interface stays responsive while it renders; "
         "EEVEE and Workbench hold it for the render's duration (interface_responsive says which). Denoising is "
         "skipped where this Blender has no denoiser.",
-        partial(interrupt.held, render_thumbnail),
+        _held(render_thumbnail),
         input_schema=PATH_SCHEMA,
         output_schema=RENDER_RESULT,
         annotations=dict(MUTATING),

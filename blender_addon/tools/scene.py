@@ -13,6 +13,7 @@ import bpy
 from ..errors import ToolError
 from . import scene_index
 from .base import BUDGET, Tool, arguments, budgeted, fitting, name_of, shallow
+from .context import JobContext
 
 DEFAULT_PAGE = 100
 """Objects in a page when the caller names no limit: with the counts first, an answer a model can take whole."""
@@ -98,7 +99,7 @@ OBJECTS_SUMMARY_SCHEMA: dict[str, Any] = {
 }
 
 
-def objects_summary(arguments: dict[str, Any]) -> dict[str, Any]:
+def objects_summary(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     context = bpy.context
     view_layer = context.view_layer
     scene = context.scene
@@ -379,7 +380,7 @@ DETAIL_SCHEMA = arguments(
 )
 
 
-def object_detail(arguments: dict[str, Any]) -> dict[str, Any]:
+def object_detail(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     name = arguments["name"]
     obj = scene_index.object_named(name)
     if obj is None:

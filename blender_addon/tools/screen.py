@@ -21,6 +21,7 @@ import bpy
 
 from ..errors import ToolError
 from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments, shallow
+from .context import JobContext
 from .python_exec import Deferred
 
 SPACE_TYPES = (
@@ -63,14 +64,14 @@ def require_window() -> Any:
     return window
 
 
-def screenshot_window(arguments: dict[str, Any]) -> Image | Deferred:
+def screenshot_window(arguments: dict[str, Any], job: JobContext) -> Image | Deferred:
     window = require_window()
     override = {"window": window, "screen": window.screen}
     size_limit = arguments.get("size_limit_in_bytes", 0)
     return _screenshot("screenshot", override, size_limit, lambda: _RegionCapture(window, None, size_limit))
 
 
-def screenshot_area(arguments: dict[str, Any]) -> Image | Deferred:
+def screenshot_area(arguments: dict[str, Any], job: JobContext) -> Image | Deferred:
     window = require_window()
     wanted = arguments["area_ui_type"]
     area = next((a for a in window.screen.areas if a.ui_type == wanted or a.type == wanted), None)
@@ -277,7 +278,7 @@ def _png(width: int, height: int, rgba_bottom_up: bytes) -> bytes:
     return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
 
 
-def window_as_json(arguments: dict[str, Any]) -> dict[str, Any]:
+def window_as_json(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     window = require_window()
     view_layer = window.view_layer
     active = view_layer.objects.active
@@ -297,7 +298,7 @@ def window_as_json(arguments: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def jump_to_tab(arguments: dict[str, Any]) -> dict[str, Any]:
+def jump_to_tab(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     window = require_window()
     workspace = bpy.data.workspaces.get(arguments["name"])
     if workspace is None:
@@ -310,7 +311,7 @@ def jump_to_tab(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "workspace": workspace.name}
 
 
-def jump_to_space(arguments: dict[str, Any]) -> dict[str, Any]:
+def jump_to_space(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     window = require_window()
     space_type = arguments["space_type"]
     for workspace in [window.workspace, *sorted(bpy.data.workspaces, key=lambda ws: ws.name)]:
@@ -329,14 +330,14 @@ def jump_to_space(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"status": "ok", "workspace": window.workspace.name, "space_type": space_type, "created": True}
 
 
-def jump_to_object(arguments: dict[str, Any]) -> dict[str, Any]:
+def jump_to_object(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     obj = bpy.data.objects.get(arguments["name"])
     if obj is None:
         raise ToolError(f"No object named {arguments['name']!r}.", state="not_found")
     return _frame(obj, edit_mode=False, allow_edits=arguments.get("allow_edits", False))
 
 
-def jump_to_object_data(arguments: dict[str, Any]) -> dict[str, Any]:
+def jump_to_object_data(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     obj = next((o for o in bpy.data.objects if o.data is not None and o.data.name == arguments["name"]), None)
     if obj is None:
         raise ToolError(f"No object uses data named {arguments['name']!r}.", state="not_found")

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from blender_addon.net import runtime_file as addon_runtime_file
+from blender_addon.owner_files import runtime_file as addon_runtime_file
 from hermes_blender import instances
 from hermes_blender.checks import render_validation, validate, validation_report
 from hermes_blender.contract import liveness

@@ -31,10 +31,8 @@ def addon() -> Iterator[ModuleType]:
 
 
 @pytest.fixture
-def service(addon: ModuleType) -> Iterator[ModuleType]:
-    module = importlib.import_module(f"{ADDON_MODULE}.service")
-    yield module
-    module.stop()
+def service(addon: ModuleType) -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.service")
 
 
 @pytest.fixture
@@ -66,3 +64,23 @@ def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], 
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+@pytest.fixture
+def runtime(addon: ModuleType) -> Iterator[Any]:
+    """The add-on's one owner of the bridge; whatever a test started is stopped after it."""
+    owner = importlib.import_module(f"{ADDON_MODULE}.runtime").RUNTIME
+    yield owner
+    owner.stop()
+
+
+def a_job(dispatcher: Any) -> Any:
+    """What a tool runs as on `dispatcher`, as the bridge's Execution makes it (no client hears its progress)."""
+    context = importlib.import_module(f"{ADDON_MODULE}.tools.context")
+    frame_tasks = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+    return context.JobContext(
+        report=lambda fraction=None, message=None: None,
+        interrupts=dispatcher.interrupter,
+        start_background=dispatcher.start_background,
+        tasks=frame_tasks.FrameTasks(),
+    )

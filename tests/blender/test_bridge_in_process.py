@@ -36,35 +36,35 @@ def _call(bridge: Any, name: str, arguments: dict | None = None) -> dict:
 
 
 def test_tool_call_runs_on_blenders_main_thread_and_answers(
-    service: ModuleType, factory_scene: None, tmp_path: Path
+    service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary"))
     assert result["isError"] is False
     assert result["structuredContent"]["active_object"] == "Cube"
 
 
-def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path: Path, runtime: Any) -> None:
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     result = serve_while(bridge.dispatcher, lambda: _call(bridge, "get_objects_summary", {"bogus": 1}))
     assert result["isError"] is True
     assert "unknown argument 'bogus'" in result["content"][0]["text"]
 
 
 def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps_serving(
-    service: ModuleType, factory_scene: None, tmp_path: Path, monkeypatch
+    service: ModuleType, factory_scene: None, tmp_path: Path, monkeypatch, runtime: Any
 ) -> None:
     from dataclasses import replace
 
     catalogue = importlib.import_module(service.__name__.rsplit(".", 1)[0] + ".tools").CATALOGUE
     original = catalogue["get_objects_summary"]
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
     def calls() -> list[dict]:
         results = []
-        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a: 1 / 0))
+        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a, job: 1 / 0))
         results.append(_call(bridge, "get_objects_summary"))
-        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a: {"obj": bpy.data}))
+        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a, job: {"obj": bpy.data}))
         results.append(_call(bridge, "get_objects_summary"))
         monkeypatch.setitem(catalogue, "get_objects_summary", original)
         results.append(_call(bridge, "get_objects_summary"))
@@ -77,13 +77,13 @@ def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps
 
 
 def test_loading_another_file_between_requests_is_seen_by_the_next_request(
-    service: ModuleType, factory_scene: None, tmp_path: Path
+    service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any
 ) -> None:
     other = tmp_path / "other.blend"
     bpy.data.objects["Cube"].name = "Renamed"
     bpy.ops.wm.save_as_mainfile(filepath=str(other), copy=True)
     bpy.ops.wm.read_homefile(use_factory_startup=True)
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
     def client() -> tuple[dict, dict]:
         before = _call(bridge, "get_objects_summary")
@@ -93,28 +93,30 @@ def test_loading_another_file_between_requests_is_seen_by_the_next_request(
     before, after = serve_while(bridge.dispatcher, client)
     assert before["structuredContent"]["active_object"] == "Cube"
     assert after["structuredContent"]["active_object"] == "Renamed"
-    assert service.active() is bridge  # the bridge survived the file load
+    assert runtime.bridge is bridge  # the bridge survived the file load
 
 
-def test_starting_again_replaces_the_running_bridge_and_its_file(service: ModuleType, tmp_path: Path) -> None:
+def test_starting_again_replaces_the_running_bridge_and_its_file(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
     path = tmp_path / "server.json"
-    first = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
-    second = service.start(service.BridgeConfig(runtime_file=path, lab_port=None))
-    assert service.active() is second
+    first = runtime.start(service.BridgeConfig(runtime_file=path, lab_port=None))
+    second = runtime.start(service.BridgeConfig(runtime_file=path, lab_port=None))
+    assert runtime.bridge is second
     with pytest.raises(
         importlib.import_module(f"{ADDON_MODULE}.errors").BridgeStopped
     ):  # the replaced bridge really stopped: it takes no more work
         first.dispatcher.submit(lambda: None)
     assert json.loads(path.read_text())["http"] == second.url
-    service.stop()
+    runtime.stop()
     assert not path.exists()
 
 
 def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_holding_blender(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
     """Nobody pumps here, so four calls wait in the queue when the bridge is stopped."""
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     answers: list[Any] = []
 
     def client() -> None:
@@ -130,7 +132,7 @@ def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_hold
     while bridge.dispatcher.queued() < 4:
         assert time.monotonic() < deadline, "the four calls never reached the queue"
         time.sleep(0.01)
-    service.stop()
+    runtime.stop()
     still_serving = [t.name for t in threading.enumerate() if t.name.startswith("hermes-mcp")]
     for thread in clients:
         thread.join(30)
@@ -141,10 +143,10 @@ def test_stopping_with_clients_waiting_answers_each_with_stopped_instead_of_hold
 
 
 def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
     """What Ctrl+C or SIGTERM does to `blender -b --command hermes_bridge` while a script runs."""
-    bridge = service.start(
+    bridge = runtime.start(
         service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
     )
     dispatcher = bridge.dispatcher
@@ -165,9 +167,9 @@ def test_a_stop_during_a_job_on_the_main_loop_interrupts_it_and_answers_stopped(
 
 
 def test_on_the_main_loop_a_request_that_comes_during_another_waits_its_turn(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
-    bridge = service.start(
+    bridge = runtime.start(
         service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
     )
     log = "import bpy\norder = bpy.app.driver_namespace.setdefault('hermes_test_order', [])\n"
@@ -229,14 +231,14 @@ every exception and goes back to its wait can outlast it (README > Security)."""
 )
 @pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadline(
-    service: ModuleType, tmp_path: Path, mode: str, hold: str
+    service: ModuleType, tmp_path: Path, mode: str, hold: str, runtime: Any
 ) -> None:
     """Each of these but the busy loop held every client for minutes; now each is stopped and says so (a hang fails
     the timeout). On the main loop nobody waits on another thread: the watchdog interrupts the job in place."""
     config = service.BridgeConfig(
         runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, mode=service.Mode[mode]
     )
-    bridge = service.start(config)
+    bridge = runtime.start(config)
     marker = "\nimport bpy\nbpy.app.driver_namespace['hermes_test_after'] = True"
 
     def ask() -> tuple[dict, dict]:
@@ -256,13 +258,13 @@ def test_a_job_that_waits_in_c_or_swallows_the_interrupt_still_ends_at_its_deadl
 @pytest.mark.skipif(sys.version_info < SWALLOWING_NEEDS, reason="sys.monitoring needs Python 3.12+")
 @pytest.mark.parametrize("attack", ["free", "take"])
 def test_agent_code_that_frees_or_takes_the_bridges_monitoring_tool_leaves_deadlines_working(
-    service: ModuleType, tmp_path: Path, attack: str
+    service: ModuleType, tmp_path: Path, attack: str, runtime: Any
 ) -> None:
     """Freeing the tool id once answered HTTP 500 to that call and every later one, and killed the watchdog."""
     config = service.BridgeConfig(
         runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, mode=service.Mode.BACKGROUND
     )
-    bridge = service.start(config)
+    bridge = runtime.start(config)
     freeing = (
         "import sys\nfor n in range(6):\n    if sys.monitoring.get_tool(n) == 'hermes-bridge-interrupt':\n"
         "        sys.monitoring.free_tool_id(n)\nresult = {'freed': True}"
@@ -293,12 +295,13 @@ def test_agent_code_that_frees_or_takes_the_bridges_monitoring_tool_leaves_deadl
     assert looped["isError"] is True and json.loads(looped["content"][0]["text"])["state"] == "interrupted"
 
 
-def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: ModuleType, tmp_path: Path) -> None:
+def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
 
-    bridge = service.start(
+    bridge = runtime.start(
         service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=service.Mode.BACKGROUND)
     )
-    interrupt = importlib.import_module(f"{ADDON_MODULE}.interrupt")
     code = "import signal\nsignal.signal(signal.SIGUSR2, signal.SIG_IGN)"
     bypass = "import _signal, signal\n_signal.signal(int(signal.SIGUSR2), _signal.SIG_IGN)\nresult = {}"
 
@@ -313,7 +316,7 @@ def test_agent_code_cannot_take_the_signals_the_bridge_stops_with(service: Modul
         and "used by the Blender bridge" in json.loads(refused["content"][0]["text"])["error"]
     )
     assert bypassed["isError"] is False  # it ran, and the handler was put back after it
-    assert signal.getsignal(signal.SIGUSR2) is interrupt._on_signal
+    assert signal.getsignal(signal.SIGUSR2) == bridge.dispatcher.interrupter.on_signal
 
 
 def _send_and_leave(bridge: Any, name: str, arguments: dict, once: Callable[[], bool] = lambda: True) -> None:
@@ -332,10 +335,10 @@ def _send_and_leave(bridge: Any, name: str, arguments: dict, once: Callable[[], 
 
 
 @pytest.fixture(params=["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
-def either_driver(request: pytest.FixtureRequest, service: ModuleType, tmp_path: Path) -> Any:
+def either_driver(request: pytest.FixtureRequest, service: ModuleType, tmp_path: Path, runtime: Any) -> Any:
     """A bridge on the threads driver (as in the GUI) or on the main loop (as in a background Blender)."""
     mode = service.Mode[request.param]
-    return service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=mode))
+    return runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, mode=mode))
 
 
 def test_a_request_whose_client_left_before_its_turn_is_dropped_never_run(either_driver: Any) -> None:
@@ -380,10 +383,9 @@ def test_a_client_that_hangs_up_while_its_script_runs_has_the_script_stopped(eit
 
 
 def test_a_frame_task_still_working_when_the_bridge_stops_says_so_and_no_new_one_starts(
-    either_driver: Any, service: ModuleType, tmp_path: Path
+    either_driver: Any, service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
     bridge = either_driver
-    tasks = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
     scene = bpy.context.scene
     scene.render.resolution_x, scene.render.resolution_y = 64, 48
     scene.render.engine, scene.cycles.device, scene.cycles.samples = "CYCLES", "CPU", 1  # no GPU in this process
@@ -396,11 +398,11 @@ def test_a_frame_task_still_working_when_the_bridge_stops_says_so_and_no_new_one
         return task_id["task_id"]
 
     task_id = serve_while(bridge.dispatcher, ask, bridge.serve)
-    service.stop()
-    ended = tasks.get({"task_id": task_id})
+    runtime.stop()
+    ended = bridge.execution.tasks.task(task_id).snapshot()
     assert ended["status"] == "failed" and ended["status_message"].startswith("the bridge stopped after ")
     with pytest.raises(__import__(f"{ADDON_MODULE}.errors", fromlist=["ToolError"]).ToolError, match="no bridge"):
-        tasks.start({"output_folder": str(tmp_path)})
+        bridge.execution.tasks.start({"output_folder": str(tmp_path)}, None)  # refused before it needs a job
 
 
 def test_past_a_deadline_only_code_that_is_not_installed_is_policed(addon: ModuleType) -> None:
@@ -415,6 +417,6 @@ def test_past_a_deadline_only_code_that_is_not_installed_is_policed(addon: Modul
         Path(json.__file__),
         Path(interrupt.__file__),
     ):
-        assert interrupt._installed(str(installed)), installed
+        assert interrupt.installed(str(installed)), installed
     for agent in ("<blender-bridge>", "x.py", "<string>", "/tmp/agent-scripts/tool.py"):
-        assert not interrupt._installed(agent), agent
+        assert not interrupt.installed(agent), agent

@@ -5,7 +5,9 @@ from __future__ import annotations
 import importlib
 import threading
 import time
+from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -65,54 +67,59 @@ def test_closing_releases_everyone_waiting_and_refuses_new_jobs(dispatch: Module
         dispatcher.submit(lambda: None)
 
 
-def test_gui_tick_respects_its_time_budget(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    dispatcher = dispatch.QueuedDispatcher()
-    monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
-    monkeypatch.setattr(dispatch, "GUI_BUDGET", 0.05)
+def _gui_bridge(runtime: Any, tmp_path: Path) -> Any:
+    config = importlib.import_module(f"{ADDON_MODULE}.service").BridgeConfig
+    mode = importlib.import_module(f"{ADDON_MODULE}.service").Mode.GUI
+    return runtime.start(config(runtime_file=tmp_path / "server.json", lab_port=None, mode=mode))
+
+
+def test_gui_tick_respects_its_time_budget(runtime: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dispatcher = _gui_bridge(runtime, tmp_path).dispatcher
+    owner = importlib.import_module(f"{ADDON_MODULE}.runtime")
+    monkeypatch.setattr(owner, "GUI_BUDGET", 0.05)
     for _ in range(10):
         dispatcher.submit(lambda: time.sleep(0.02))
     ran_per_tick = []
     while dispatcher.pending():
         before = _queued(dispatcher)
-        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
+        assert runtime.tick() == owner.ACTIVE_INTERVAL
         ran_per_tick.append(before - _queued(dispatcher))
     assert len(ran_per_tick) > 1  # the burst was spread over several ticks
     assert max(ran_per_tick) <= 3  # 0.05 s budget / 0.02 s jobs, plus the one that crosses it
 
 
 def test_gui_tick_survives_a_failing_job_and_stays_registered(
-    dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch
+    runtime: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    dispatcher = dispatch.QueuedDispatcher()
-    dispatch.start_gui_pump(dispatcher)
-    try:
-        job = dispatcher.submit(lambda: [][1])
-        monkeypatch.setattr(dispatcher, "run_pending", _broken_once(dispatcher.run_pending))
-        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL  # the pump itself raised, the tick did not
-        assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
-        with pytest.raises(IndexError):
-            job.wait(1)
-        import bpy
-
-        assert bpy.app.timers.is_registered(dispatch.gui_tick)
-    finally:
-        dispatch.stop_gui_pump()
+    dispatcher = _gui_bridge(runtime, tmp_path).dispatcher
+    owner = importlib.import_module(f"{ADDON_MODULE}.runtime")
+    job = dispatcher.submit(lambda: [][1])
+    monkeypatch.setattr(dispatcher, "run_pending", _broken_once(dispatcher.run_pending))
+    assert runtime.tick() == owner.ACTIVE_INTERVAL  # the pump itself raised, the tick did not
+    assert runtime.tick() == owner.ACTIVE_INTERVAL
+    with pytest.raises(IndexError):
+        job.wait(1)
+    assert runtime.pumping
 
 
-def test_gui_tick_backs_off_when_idle(dispatch: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
-    dispatcher = dispatch.QueuedDispatcher()
-    monkeypatch.setattr(dispatch, "_gui_dispatcher", dispatcher)
+def test_gui_tick_backs_off_when_idle(runtime: Any, tmp_path: Path) -> None:
+    dispatcher = _gui_bridge(runtime, tmp_path).dispatcher
+    owner = importlib.import_module(f"{ADDON_MODULE}.runtime")
+    runtime.tick()
     dispatcher.submit(lambda: None)
-    assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL  # it ran one: the next may be right behind it
-    assert dispatch.gui_tick() == dispatch.IDLE_INTERVAL
+    assert runtime.tick() == owner.ACTIVE_INTERVAL  # it ran one: the next may be right behind it
+    assert runtime.tick() == owner.IDLE_INTERVAL
     dispatcher.submit(lambda: None)
-    assert dispatch.gui_tick() == dispatch.ACTIVE_INTERVAL
-    assert dispatch.IDLE_INTERVAL > dispatch.ACTIVE_INTERVAL
+    assert runtime.tick() == owner.ACTIVE_INTERVAL
+    assert owner.IDLE_INTERVAL > owner.ACTIVE_INTERVAL
 
 
-def test_gui_tick_unregisters_itself_once_the_pump_is_stopped(dispatch: ModuleType) -> None:
-    dispatch.stop_gui_pump()
-    assert dispatch.gui_tick() is None
+def test_gui_tick_unregisters_itself_once_the_bridge_is_stopped(runtime: Any, tmp_path: Path) -> None:
+    _gui_bridge(runtime, tmp_path)
+    assert runtime.pumping
+    runtime.stop()
+    assert not runtime.pumping
+    assert runtime.tick() is None
 
 
 def _queued(dispatcher) -> int:

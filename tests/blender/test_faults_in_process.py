@@ -20,10 +20,10 @@ from .conftest import serve_while
 
 
 def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_after_it(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
     """The queued job's side (cancelled at its deadline, never run late) is held in test_dispatch."""
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
 
     def calls() -> tuple[str, dict]:
         slow = bridge.execution.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(30)\nresult = {}"})
@@ -37,21 +37,21 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
 
 @pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_two_hundred_start_stop_cycles_leak_no_threads_sockets_or_files(
-    service: ModuleType, tmp_path: Path, mode: str
+    service: ModuleType, tmp_path: Path, mode: str, runtime: Any
 ) -> None:
     process = psutil.Process()
     runtime_file = tmp_path / "server.json"
     config = service.BridgeConfig(runtime_file=runtime_file, lab_port=0, mode=service.Mode[mode])
-    warm = service.start(config)
-    service.stop()
+    warm = runtime.start(config)
+    runtime.stop()
     # Earlier tests' garbage closes descriptors whenever it is collected (an interrupted Cycles render leaves its
     # engine in a reference cycle): collected first, so the count is this test's own.
     gc.collect()
     threads, fds, connections = threading.active_count(), process.num_fds(), len(process.net_connections())
     for _ in range(200):
-        bridge = service.start(config)
+        bridge = runtime.start(config)
         assert runtime_file.exists() and bridge.lab_address is not None
-        service.stop()
+        runtime.stop()
         assert not runtime_file.exists()
     assert warm is not None
     assert threading.active_count() == threads
@@ -64,7 +64,7 @@ def _listening_ports() -> set[int]:
 
 
 def test_a_start_that_fails_after_the_mcp_listener_is_up_leaves_nothing_listening_and_says_why(
-    service: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    service: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runtime: Any
 ) -> None:
     """The Blender Lab listener cannot get its wake-up pair (out of descriptors) once the MCP one already listens."""
     listener = importlib.import_module(f"{ADDON_MODULE}.net.threaded")
@@ -81,7 +81,7 @@ def test_a_start_that_fails_after_the_mcp_listener_is_up_leaves_nothing_listenin
     before = _listening_ports()
     config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0)
     with pytest.raises(service.BridgeError, match="Too many open files"):
-        service.start(config)
+        runtime.start(config)
     assert _listening_ports() == before and len(calls) == 2
-    assert "Too many open files" in service.last_error
+    assert "Too many open files" in runtime.last_error
     assert not (tmp_path / "s.json").exists()

@@ -26,6 +26,8 @@ import pytest
 from hermes_blender.blender_host import ADDON_MODULE
 from tests.other_user import AS_NOBODY, needs_another_user
 
+from .conftest import a_job
+
 pytestmark = pytest.mark.timeout(180)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 NOBODY = 65534
@@ -37,13 +39,14 @@ class Tasks:
     def __init__(self) -> None:
         self.module = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
         self.dispatcher = importlib.import_module(f"{ADDON_MODULE}.dispatch").QueuedDispatcher()
+        self.job = a_job(self.dispatcher)
 
     def start(self, folder: Path, first: int, last: int, **more: Any) -> str:
         arguments = {"output_folder": str(folder), "frame_start": first, "frame_end": last, **more}
-        return self.module.start(arguments)["task_id"]
+        return self.module.start(arguments, self.job)["task_id"]
 
     def get(self, task_id: str) -> dict[str, Any]:
-        return self.module.get({"task_id": task_id})
+        return self.module.get({"task_id": task_id}, self.job)
 
     def step(self) -> None:
         """One job of the queue: one task's next frame."""
@@ -65,11 +68,10 @@ def small_scene(addon: ModuleType, factory_scene: None) -> None:
 @pytest.fixture
 def tasks(small_scene: None) -> Iterator[Tasks]:
     driver = Tasks()
-    driver.module.use(driver.dispatcher.start_background)
     try:
         yield driver
     finally:
-        driver.module.use(None)  # every task still working ends, and lets its folder go
+        driver.job.tasks.close()  # every task still working ends, and lets its folder go
 
 
 @pytest.fixture
@@ -148,12 +150,12 @@ def test_a_task_lets_its_folder_go_when_it_completes_is_cancelled_or_abandoned(t
     ends = {name: folder(base / name, 0o755) for name in ("completed", "cancelled", "abandoned")}
     started = {name: tasks.start(path, 1, 20 if name == "abandoned" else 2) for name, path in ends.items()}
     assert {str(path) for path in ends.values()} <= held_folders()
-    tasks.module.cancel({"task_id": started["cancelled"]})
+    tasks.module.cancel({"task_id": started["cancelled"]}, tasks.job)
     tasks.finish(started["completed"])
     assert tasks.get(started["completed"])["status"] == "completed"
     assert tasks.get(started["abandoned"])["status"] == "working"
     assert held_folders() & {str(path) for path in ends.values()} == {str(ends["abandoned"])}
-    tasks.module.use(None)  # the bridge stops
+    tasks.job.tasks.close()  # the bridge stops
     assert tasks.get(started["abandoned"])["status"] == "failed"
     assert not held_folders() & {str(path) for path in ends.values()}
 
@@ -198,7 +200,7 @@ def test_a_folder_others_may_write_to_is_refused_before_anything_renders(
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")
     catalogue = importlib.import_module(f"{ADDON_MODULE}.tools").CATALOGUE
     with pytest.raises(errors.ToolError, match=re.escape(why)) as refused:
-        catalogue[tool].run({"output_folder": str(out), "frame_start": 1, "frame_end": 2})
+        catalogue[tool].run({"output_folder": str(out), "frame_start": 1, "frame_end": 2}, tasks.job)
     assert refused.value.state == "unsafe_folder"
     assert list(out.iterdir()) == [] and rendered == []
     assert str(out) not in held_folders()
@@ -212,7 +214,7 @@ def test_at_the_cap_a_start_is_refused_naming_it_until_a_task_ends(tasks: Tasks,
     with pytest.raises(errors.ToolError, match=f"the most one bridge runs at once \\({cap}\\)") as refused:
         tasks.start(out, 1, 1)
     assert refused.value.state == "too_many_tasks"
-    tasks.module.cancel({"task_id": working[0]})
+    tasks.module.cancel({"task_id": working[0]}, tasks.job)
     assert tasks.get(tasks.start(out, 1, 1))["status"] == "working"
 
 
@@ -298,7 +300,8 @@ def test_across_file_systems_frames_are_copied_in_and_a_symlink_planted_mid_rend
     victim.write_bytes(b"precious")
     plant_during[2] = f"ln -s {victim} {elsewhere}/frame_0002.png"
     arguments = {"output_folder": str(elsewhere), "frame_start": 1, "frame_end": 3}
-    result = catalogue["render_frames_to_folder"].run(arguments)
+    job = a_job(importlib.import_module(f"{ADDON_MODULE}.dispatch").QueuedDispatcher())
+    result = catalogue["render_frames_to_folder"].run(arguments, job)
     assert result["skipped_count"] == 1 and result["skipped"][0]["frame"] == 2, result
     assert victim.read_bytes() == b"precious" and (elsewhere / "frame_0002.png").is_symlink()
     written = [elsewhere / "frame_0001.png", elsewhere / "frame_0003.png"]
@@ -307,7 +310,7 @@ def test_across_file_systems_frames_are_copied_in_and_a_symlink_planted_mid_rend
     (elsewhere / "frame_0002.png").unlink()  # root may, in a sticky folder
     plant_during.clear()
     before = written[0].stat().st_ino
-    again = catalogue["render_frames_to_folder"].run({**arguments, "overwrite": True})
+    again = catalogue["render_frames_to_folder"].run({**arguments, "overwrite": True}, job)
     assert again["skipped_count"] == 0 and written[0].stat().st_ino != before  # replaced by a new file
     assert sorted(p.name for p in elsewhere.iterdir()) == [f"frame_000{n}.png" for n in range(1, 4)]  # no spare
 
@@ -321,7 +324,7 @@ def _umask() -> int:
 def test_a_stop_asked_while_a_frame_is_set_begins_no_render(tasks: Tasks, base: Path, rendered: list[int]) -> None:
     """Setting a frame evaluates its animation (seconds in a heavy scene); Blender's render, once begun, holds a stop
     until it ends. A stop asked meanwhile (as SIGTERM asks it: stop serving, interrupt the job) starts none."""
-    importlib.import_module(f"{ADDON_MODULE}.interrupt").install()  # as the bridge does on the main thread
+    tasks.dispatcher.interrupter.install()  # as the bridge does on the main thread
     out = folder(base / "out", 0o755)
     task_id = tasks.start(out, 1, 3)
     tasks.step()

@@ -19,7 +19,7 @@ from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import modern_request
 from hermes_blender.lab import lab_execute
 
-from .conftest import serve_while
+from .conftest import a_job, serve_while
 
 DEFERRED = """
 import bpy
@@ -54,7 +54,7 @@ def _wait_for(condition: Callable[[], bool], failure: str, timeout: float = 10.0
 
 def _pump_gui_while(client: Callable[[], Any]) -> Any:
     """Run `client` on a thread while this thread plays Blender's event loop, calling the timer."""
-    dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
+    runtime = importlib.import_module(f"{ADDON_MODULE}.runtime").RUNTIME
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -66,23 +66,23 @@ def _pump_gui_while(client: Callable[[], Any]) -> Any:
     thread = threading.Thread(target=target)
     thread.start()
     while thread.is_alive():
-        dispatch.gui_tick()
+        runtime.tick()
         time.sleep(0.002)
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
+def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, tmp_path: Path, runtime: Any) -> None:
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), DEFERRED))
     assert envelope == {"status": "ok", "result": {"polls": 3}}
 
 
 def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_request_is_answered(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     port = _lab_port(bridge)
     bpy.app.driver_namespace.pop("polls", None)  # an earlier test's count must not pass for this job's polls
 
@@ -100,9 +100,11 @@ def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_reques
     assert polls_since_leaving == 0  # dropped, never replayed
 
 
-def test_require_token_refuses_requests_without_the_runtime_files_token(service: ModuleType, tmp_path: Path) -> None:
+def test_require_token_refuses_requests_without_the_runtime_files_token(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
     runtime_file = tmp_path / "s.json"
-    bridge = service.start(service.BridgeConfig(runtime_file=runtime_file, lab_port=0, lab_require_token=True))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=runtime_file, lab_port=0, lab_require_token=True))
     token = json.loads(runtime_file.read_text())["token"]
     port = _lab_port(bridge)
 
@@ -118,8 +120,10 @@ def test_require_token_refuses_requests_without_the_runtime_files_token(service:
     assert right == {"status": "ok", "result": {"in": True}}
 
 
-def test_switching_code_execution_off_refuses_code_on_both_listeners(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, allow_code=False))
+def test_switching_code_execution_off_refuses_code_on_both_listeners(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, allow_code=False))
 
     def ask() -> tuple[dict[str, Any], Any, Any]:
         return (
@@ -135,9 +139,9 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(service: Mo
 
 
 def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
     code = DEFERRED.replace("result = {}", "print('started')\nresult = {}").replace(
         "    bpy.app.driver_namespace['polls'] += 1\n",
         "    bpy.app.driver_namespace['polls'] += 1\n    print('poll')\n",
@@ -147,8 +151,10 @@ def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
     assert envelope["stdout"] == "started\npoll\npoll\npoll\n"
 
 
-def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: ModuleType, tmp_path: Path) -> None:
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
+def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
     bpy.app.driver_namespace.pop("polls", None)
     token = json.loads((tmp_path / "s.json").read_text())["token"]
     port = int(bridge.endpoint.rsplit(":", 1)[1].split("/")[0])
@@ -171,9 +177,11 @@ def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(service: M
     assert _pump_gui_while(leave_then_count) == 0  # dropped: no poll after the handler returned
 
 
-def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(service: ModuleType, tmp_path: Path) -> None:
+def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(
+    service: ModuleType, tmp_path: Path, runtime: Any
+) -> None:
     """The compile cache keeps the code object, never the run: each run starts from `result = {}` alone."""
-    bridge = service.start(
+    bridge = runtime.start(
         service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.BACKGROUND)
     )
     code = (
@@ -194,21 +202,22 @@ def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(service: Modul
 def test_the_compile_cache_keeps_small_sources_only(addon: ModuleType) -> None:
     """40 distinct 10 MB scripts once kept 420 MB alive; now only sources of a few KiB are kept compiled."""
     python_exec = importlib.import_module(f"{ADDON_MODULE}.tools.python_exec")
+    job = a_job(importlib.import_module(f"{ADDON_MODULE}.dispatch").QueuedDispatcher())
     cache = python_exec._compiled_small
     cache.cache_clear()
     large = "result = {}\n" + "# padding\n" * (python_exec.CACHEABLE_SOURCE_CHARS // 10 + 1)
-    assert python_exec.execute(large, strict_json=True)["status"] == "ok"
+    assert python_exec.execute(large, job, strict_json=True)["status"] == "ok"
     assert cache.cache_info().currsize == 0
-    assert python_exec.execute("result = {}", strict_json=True)["status"] == "ok"
+    assert python_exec.execute("result = {}", job, strict_json=True)["status"] == "ok"
     assert cache.cache_info().currsize == 1
 
 
 @pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"], ids=["threads", "main-loop"])
 def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
-    service: ModuleType, tmp_path: Path, mode: str
+    service: ModuleType, tmp_path: Path, mode: str, runtime: Any
 ) -> None:
     config = service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode[mode])
-    bridge = service.start(config)
+    bridge = runtime.start(config)
     port = _lab_port(bridge)
     late = "import bpy\nbpy.app.driver_namespace['hermes_test_late_lab'] = True\nresult = {}"
 
@@ -229,10 +238,10 @@ def test_a_lab_request_whose_client_left_before_its_turn_is_dropped_never_run(
 
 
 def test_nan_and_infinities_get_the_same_error_on_both_listeners_never_a_success(
-    service: ModuleType, tmp_path: Path
+    service: ModuleType, tmp_path: Path, runtime: Any
 ) -> None:
     python_exec = importlib.import_module(f"{ADDON_MODULE}.tools.python_exec")
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0))
     code = "result = {'x': float('nan'), 'y': [float('inf')]}"
 
     def ask() -> tuple[dict[str, Any], dict[str, Any], Any]:

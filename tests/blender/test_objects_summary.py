@@ -16,7 +16,7 @@ from hermes_blender.blender_host import ADDON_MODULE
 
 def _summary() -> dict:
     scene = importlib.import_module(f"{ADDON_MODULE}.tools.scene")
-    return scene.objects_summary({})
+    return scene.objects_summary({}, None)
 
 
 def test_factory_scene_summary_has_the_official_shape(factory_scene: None) -> None:
@@ -107,7 +107,7 @@ def _objects(node: dict) -> list[dict]:
 def _read_all(arguments: dict) -> list[dict]:
     seen, offset, revision = [], 0, 0
     while offset is not None:
-        page = _tools().objects_summary({**arguments, "offset": offset, "revision": revision})
+        page = _tools().objects_summary({**arguments, "offset": offset, "revision": revision}, None)
         revision = page["revision"]
         seen += [obj for root in page["collections"] for obj in _objects(root)]
         offset = page["next_offset"]
@@ -123,7 +123,7 @@ def reading(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 def test_pages_read_every_object_once_in_order_and_count_first(factory_scene: None, reading: None) -> None:
     names = _big_scene({"A": 250, "B": 3, "C": 0, "D": 180})
-    first = _tools().objects_summary({})
+    first = _tools().objects_summary({}, None)
     counts = first["counts"]
     assert counts["total"] == first["total_objects"] == 3 + len(names)
     assert counts["by_type"] == dict(Counter(obj.type for obj in bpy.context.scene.objects))
@@ -141,11 +141,11 @@ def test_the_default_answer_fits_the_budget_even_with_long_names(factory_scene: 
         if obj.data is not None:
             obj.data = parent.data
     tools = _tools()
-    page = tools.objects_summary({})
+    page = tools.objects_summary({}, None)
     text = json.dumps(page)
     assert len(text) < 25_000 and page["next_offset"] is not None and page.get("cut_at_budget") is True
     assert [o["name"] for o in _read_all({})][3:] == [o.name for o in bpy.data.collections["Long"].objects]
-    asked = tools.objects_summary({"limit": 400})  # a caller who sizes the page gets it whole
+    asked = tools.objects_summary({"limit": 400}, None)  # a caller who sizes the page gets it whole
     assert len([o for root in asked["collections"] for o in _objects(root)]) == 400
 
 
@@ -160,10 +160,10 @@ def test_filters_keep_only_what_was_asked(factory_scene: None) -> None:
     assert names(name="trees_00001?") == [f"Trees_{i:06d}" for i in range(10, 20)]
     assert names(selected=True) == ["Cube", "Rocks_000003"]
     assert "Trees_000004" not in names(visible=True) and "Trees_000005" in names(visible=True)
-    page = tools.objects_summary({"type": ["LIGHT"], "fields": ["type"]})
+    page = tools.objects_summary({"type": ["LIGHT"], "fields": ["type"]}, None)
     assert page["total_objects"] == 1 and _objects(page["collections"][0]) == [{"name": "Light", "type": "LIGHT"}]
     assert page["counts"]["total"] == 33  # the counts are the scene's, whatever the filter
-    unfiltered = tools.objects_summary({"fields": ["parent"], "limit": 2})
+    unfiltered = tools.objects_summary({"fields": ["parent"], "limit": 2}, None)
     assert _objects(unfiltered["collections"][0]) == [
         {"name": "Cube", "parent": None},
         {"name": "Light", "parent": None},
@@ -173,25 +173,25 @@ def test_filters_keep_only_what_was_asked(factory_scene: None) -> None:
 def test_a_collection_that_is_not_there_is_named_in_the_error(factory_scene: None) -> None:
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")
     with pytest.raises(errors.ToolError, match="No collection named 'Nope'") as caught:
-        _tools().objects_summary({"collection": "Nope"})
+        _tools().objects_summary({"collection": "Nope"}, None)
     assert caught.value.state == "not_found"
 
 
 def test_a_revision_from_before_a_change_asks_to_start_again(factory_scene: None) -> None:
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")
-    before = _tools().objects_summary({})["revision"]
+    before = _tools().objects_summary({}, None)["revision"]
     _big_scene({"New": 2})
     with pytest.raises(errors.ToolError, match="changed since revision") as caught:
-        _tools().objects_summary({"offset": 100, "revision": before})
+        _tools().objects_summary({"offset": 100, "revision": before}, None)
     assert caught.value.state == "scene_changed"
 
 
 def test_objects_removed_without_any_signal_never_leave_a_page_wrong(factory_scene: None, reading: None) -> None:
     names = _big_scene({"Gone": 10})
-    _tools().objects_summary({})  # the counts are kept now
+    _tools().objects_summary({}, None)  # the counts are kept now
     for name in names[:6]:
         bpy.data.objects.remove(bpy.data.objects[name])  # no handler runs for this in a background Blender
-    page = _tools().objects_summary({})
+    page = _tools().objects_summary({}, None)
     assert page["counts"]["total"] == page["total_objects"] == 7
     assert [o["name"] for o in _read_all({})] == ["Cube", "Light", "Camera", *names[6:]]
 
@@ -210,7 +210,7 @@ def test_a_page_is_cut_exactly_where_its_entries_pass_the_budget(addon: ModuleTy
 
 
 def _detail(name: str) -> dict:
-    return _tools().object_detail({"name": name})
+    return _tools().object_detail({"name": name}, None)
 
 
 def _linked(name: str, data: object = None) -> bpy.types.Object:
@@ -222,7 +222,7 @@ def _linked(name: str, data: object = None) -> bpy.types.Object:
 def test_an_object_found_before_is_never_answered_stale_once_renamed_removed_or_replaced(factory_scene: None) -> None:
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")
     names = _big_scene({"Seen": 4})
-    _tools().objects_summary({})  # the page shows them: each is found from now on without a walk
+    _tools().objects_summary({}, None)  # the page shows them: each is found from now on without a walk
     assert _detail(names[0])["name"] == names[0]
     bpy.data.objects[names[0]].name = "Renamed"
     bpy.data.objects.remove(bpy.data.objects[names[1]])
@@ -251,7 +251,7 @@ def test_an_object_linked_from_a_library_under_a_local_name_never_stands_in_for_
     [from_library] = into.objects
     bpy.context.scene.collection.objects.link(from_library)
     _index().changed()
-    page = _tools().objects_summary({})  # the linked one comes last, so it is the one last seen under the name
+    page = _tools().objects_summary({}, None)  # the linked one comes last, so it is the one last seen under the name
     assert [o["name"] for o in page["collections"][0]["objects"]] == ["Shared", "Shared"]
     assert bpy.data.objects.get("Shared") == local
     assert _detail("Shared")["location"] == [1.0, 2.0, 3.0]
@@ -312,7 +312,7 @@ def test_a_detail_reads_only_the_fields_asked_and_never_walks_for_the_others(
     scene_index = importlib.import_module(f"{ADDON_MODULE}.tools.scene_index")
     cube = _Reads(bpy.data.objects["Cube"])
     monkeypatch.setattr(scene_index, "object_named", lambda name: cube)
-    answer = _tools().object_detail({"name": "Cube", "fields": ["location", "dimensions"]})
+    answer = _tools().object_detail({"name": "Cube", "fields": ["location", "dimensions"]}, None)
     assert answer == {
         "status": "ok",
         "name": "Cube",
@@ -321,10 +321,10 @@ def test_a_detail_reads_only_the_fields_asked_and_never_walks_for_the_others(
         "dimensions": [2.0, 2.0, 2.0],
     }
     assert not cube.read & {"children", "users_collection", "material_slots"}
-    whole = _tools().object_detail({"name": "Cube"})
+    whole = _tools().object_detail({"name": "Cube"}, None)
     official = "status name type location rotation scale dimensions parent children modifiers constraints materials"
     assert set(whole) == {*official.split(), "visibility", "data_name", "collections", "children_total"}
     assert whole["collections"] == ["Collection"] and whole["children_total"] == 0
     assert {"children", "users_collection"} <= cube.read
-    children = _tools().object_detail({"name": "Cube", "fields": ["children"]})
+    children = _tools().object_detail({"name": "Cube", "fields": ["children"]}, None)
     assert children == {"status": "ok", "name": "Cube", "type": "MESH", "children": [], "children_total": 0}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import bpy  # first: it puts Blender's own modules (addon_utils, ...) on the path
 import pytest
@@ -38,16 +39,18 @@ def test_preferences_default_to_an_os_chosen_port_and_auto_start(addon: ModuleTy
     assert prefs.http_port == 0 and prefs.auto_start is True
 
 
-def test_disabling_the_addon_stops_a_running_bridge_and_removes_its_file(addon: ModuleType, tmp_path) -> None:
+def test_disabling_the_addon_stops_a_running_bridge_and_removes_its_file(
+    addon: ModuleType, tmp_path, runtime: Any
+) -> None:
     import importlib
 
     service = importlib.import_module(f"{ADDON_MODULE}.service")
-    bridge = service.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
     assert bridge.runtime_file.exists()
     addon_utils.disable(ADDON_MODULE, default_set=True)
     try:
         assert not (tmp_path / "server.json").exists()
-        assert service.active() is None
+        assert runtime.bridge is None
     finally:
         addon_utils.enable(ADDON_MODULE, default_set=True, handle_error=_raise)
 

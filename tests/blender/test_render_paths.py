@@ -11,6 +11,8 @@ from typing import Any
 import bpy
 import pytest
 
+from .conftest import a_job
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -44,6 +46,7 @@ def test_a_symlink_planted_mid_render_is_never_followed(
 
     errors = __import__(f"{ADDON_MODULE}.errors", fromlist=["ToolError"])
     catalogue = __import__(f"{ADDON_MODULE}.tools", fromlist=["CATALOGUE"]).CATALOGUE
+    job = a_job(__import__(f"{ADDON_MODULE}.dispatch", fromlist=["QueuedDispatcher"]).QueuedDispatcher())
     target, victim = planted
     scene = bpy.context.scene
     scene.render.resolution_percentage = 10  # the path is what is tested, not the picture
@@ -51,11 +54,11 @@ def test_a_symlink_planted_mid_render_is_never_followed(
     # this whole process under load (a segfault in CI, an abort here), which no test in it outlives.
     scene.render.engine, scene.cycles.device, scene.cycles.samples = "CYCLES", "CPU", 1
     with pytest.raises(errors.ToolError, match="appeared while the render ran"):
-        catalogue[tool].run({"output_path": str(target)})
+        catalogue[tool].run({"output_path": str(target)}, job)
     assert victim.read_bytes() == b"precious" and target.is_symlink()  # left alone, nothing written through it
 
     target.unlink()  # the next render's path is checked clean, and the symlink is planted again meanwhile
-    result = catalogue[tool].run({"output_path": str(target), "overwrite": True})
+    result = catalogue[tool].run({"output_path": str(target), "overwrite": True}, job)
     assert victim.read_bytes() == b"precious"
     assert not target.is_symlink() and target.read_bytes().startswith(PNG_SIGNATURE)
     assert result["filepath"] == str(target)

@@ -14,15 +14,15 @@ from typing import Any
 
 import pytest
 
-from blender_addon.dispatch import ANYONE, Caller, Dispatcher
+from blender_addon.dispatch import Dispatcher
 from blender_addon.errors import RequestCancelled, UnknownTool
 from blender_addon.net.auth import Token
+from blender_addon.net.caller import ANYONE, Caller, Progress
 from blender_addon.net.http import HttpConversation, HttpLimits
 from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
 from blender_addon.net.mcp_http import McpHttpApp
 from blender_addon.net.refusals import refusals
 from blender_addon.net.sessions import SessionStore
-from blender_addon.progress import Progress, report, reporting
 
 from .drivers import DRIVERS, Served
 
@@ -46,20 +46,16 @@ class FakeTools:
     def call_tool(self, name: str, arguments: dict[str, Any], caller: Caller = ANYONE) -> ToolOutcome:
         assert self.dispatcher is not None
         try:
-            return self.dispatcher.call(lambda: self._reporting(name, arguments, caller.progress), 30.0, caller)
+            return self.dispatcher.call(lambda: self._run(name, arguments, caller.progress or Progress()), 30.0, caller)
         except RequestCancelled as exc:  # as Blender's host answers it
             return ToolOutcome.error(str(exc), state="cancelled")
 
-    def _reporting(self, name: str, arguments: dict[str, Any], said: Progress | None) -> ToolOutcome:
-        with reporting(said):
-            return self._run(name, arguments)
-
-    def _run(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+    def _run(self, name: str, arguments: dict[str, Any], progress: Progress) -> ToolOutcome:
         self.calls.append((name, arguments))
         if name == "steps":  # a long job that says how far it is, each step after `pause` seconds
             for step in range(1, arguments["steps"] + 1):
                 time.sleep(arguments["pause"])
-                report(step / arguments["steps"], f"step {step}")
+                progress.report(step / arguments["steps"], f"step {step}")
             return ToolOutcome.json({"steps": arguments["steps"]})
         if name == "echo":
             return ToolOutcome.json({"echo": arguments})

@@ -7,7 +7,8 @@ import threading
 from collections.abc import Callable
 
 from blender_addon.dispatch import Dispatcher, InPlaceDispatcher, QueuedDispatcher
-from blender_addon.net.conversation import QUIET, ConversationFactory, Output, Peer, Phase
+from blender_addon.net.admission import STOP_TIMEOUT
+from blender_addon.net.conversation import QUIET, ClientState, ConversationFactory, OurState, Output, Peer
 from blender_addon.net.main_loop import MainLoop
 from blender_addon.net.threaded import ThreadedListeners
 
@@ -46,12 +47,13 @@ class Served:
     def connection_count(self) -> int:
         return self._listeners.connection_count
 
-    def stop(self) -> None:
-        """The bridge's order: refuse new jobs and release queued ones, stop serving, close every socket."""
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        """The bridge's order: refuse new jobs and release queued ones, stop serving, close every socket (an
+        answer being written has until `timeout` to go out)."""
         self.dispatcher.close()
         self._thread.join(10)
         assert not self._thread.is_alive(), "the driver did not return after its stop was asked"
-        self._listeners.close()
+        self._listeners.close(timeout)
 
 
 class Holding:
@@ -61,7 +63,7 @@ class Holding:
     """
 
     def __init__(self, peer: Peer, work: Callable[[], bytes]) -> None:
-        self.phase, self.trusted = Phase.RUNNING, True
+        self.client_state, self.our_state, self.trusted = ClientState.DONE, OurState.RUNNING, True
         self._work = work
 
     def opened(self, now: float) -> Output:
@@ -71,7 +73,7 @@ class Holding:
         raise AssertionError("nothing is read while a request runs")
 
     def answered(self, result: bytes, now: float) -> Output:
-        self.phase = Phase.CLOSED
+        self.our_state = OurState.MUST_CLOSE
         return Output(result, close=True)
 
     def deadline(self) -> float:
@@ -85,11 +87,11 @@ class Greeting:
     """Says `text` on accept and closes: the smallest conversation."""
 
     def __init__(self, peer: Peer, text: bytes = b"hello") -> None:
-        self.phase, self.trusted = Phase.WAITING, False
+        self.client_state, self.our_state, self.trusted = ClientState.IDLE, OurState.IDLE, False
         self._text = text
 
     def opened(self, now: float) -> Output:
-        self.phase = Phase.CLOSED
+        self.our_state = OurState.MUST_CLOSE
         return Output(self._text, close=True)
 
     def received(self, data: bytes, now: float) -> Output:
@@ -103,3 +105,25 @@ class Greeting:
 
     def expired(self, now: float) -> Output:
         return Output(close=True)
+
+
+class Quiet:
+    """A conversation that waits and says nothing: tests script the part they need in a subclass."""
+
+    def __init__(self, peer: Peer, *, trusted: bool = False) -> None:
+        self.client_state, self.our_state, self.trusted = ClientState.IDLE, OurState.IDLE, trusted
+
+    def opened(self, now: float) -> Output:
+        return QUIET
+
+    def received(self, data: bytes, now: float) -> Output:
+        return QUIET
+
+    def answered(self, result: object, now: float) -> Output:
+        return QUIET
+
+    def deadline(self) -> float:
+        return math.inf
+
+    def expired(self, now: float) -> Output:
+        return QUIET

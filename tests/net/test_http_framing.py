@@ -172,3 +172,21 @@ def _next_response(client: h11.Connection, sock: socket.socket) -> tuple[h11.Res
         elif isinstance(event, h11.EndOfMessage):
             assert response is not None
             return response, body
+
+
+def test_a_content_length_past_the_limit_with_as_many_digits_is_413_before_the_body(strict_endpoint: Endpoint) -> None:
+    """1025 against a limit of 1024: no digit count tells them apart, only the value does."""
+    reply = strict_endpoint.raw(_head(strict_endpoint, 1025))
+    assert reply.startswith(b"HTTP/1.1 413 ") and b"limit of 1024 bytes" in reply
+
+
+def test_a_header_block_without_its_blank_line_is_refused_once_it_passes_the_limit(strict_endpoint: Endpoint) -> None:
+    """Before any token is seen: a stranger's unended header block never grows past the limit in memory."""
+    with socket.create_connection(("127.0.0.1", strict_endpoint.port), timeout=5) as sock:
+        sock.sendall(b"POST /mcp HTTP/1.1\r\nX-Pad: " + b"a" * 2100)  # the limit is 2048; no blank line, ever
+        assert sock.recv(4096).startswith(b"HTTP/1.1 431 ")
+
+
+def test_a_header_name_with_a_space_inside_is_400(endpoint: Endpoint) -> None:
+    reply = endpoint.raw(_head(endpoint, 0, extra="X Pad: 1\r\n"))
+    assert reply.startswith(b"HTTP/1.1 400 ") and b"malformed header line" in reply

@@ -43,14 +43,14 @@ def test_a_busy_port_is_a_clear_error() -> None:
 def test_accepted_connections_have_tcp_nodelay(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[int] = []
     done = threading.Event()
-    real_of = Peer.of
+    real_of = threaded.peer_of
 
     def of(sock: socket.socket) -> Peer:
         seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
         done.set()
         return real_of(sock)
 
-    monkeypatch.setattr(threaded.Peer, "of", staticmethod(of))
+    monkeypatch.setattr(threaded, "peer_of", of)
     listener = TcpListener("127.0.0.1", 0, Greeting, name="t")
     try:
         socket.create_connection(listener.address, timeout=5).close()

@@ -15,10 +15,10 @@ import pytest
 
 from blender_addon.net import main_loop, threaded
 from blender_addon.net.admission import backoff
-from blender_addon.net.conversation import QUIET, Output, Peer, Phase
+from blender_addon.net.conversation import QUIET, Output, Peer
 
 from .conftest import MODERN_META, Endpoint, modern_headers, start_endpoint
-from .drivers import Greeting, Served
+from .drivers import Greeting, Quiet, Served
 
 
 @pytest.fixture
@@ -74,28 +74,13 @@ def test_a_client_that_never_reads_its_answer_is_dropped_after_the_send_timeout(
         endpoint.listener.stop()
 
 
-class _Exploding:
+class _Exploding(Quiet):
     """A conversation with a bug: it raises on the first bytes it is given."""
-
-    def __init__(self, peer: Peer) -> None:
-        self.phase, self.trusted = Phase.WAITING, False
-
-    def opened(self, now: float) -> Output:
-        return QUIET
 
     def received(self, data: bytes, now: float) -> Output:
         if data.startswith(b"boom"):
             raise RuntimeError("a bug in a conversation")
         return Output(b"ok:" + data, close=True)
-
-    def answered(self, result: object, now: float) -> Output:
-        return QUIET
-
-    def deadline(self) -> float:
-        return float("inf")
-
-    def expired(self, now: float) -> Output:
-        return QUIET
 
 
 def _ask(port: int, data: bytes) -> bytes:
@@ -210,3 +195,83 @@ serving.join()
         process.stdin.write("\n")
         process.stdin.flush()
     assert pauses.strip() == repr([backoff(n) for n in range(1, 6)])
+
+
+class _Heard(Quiet):
+    """A connection that says nothing and waits; `heard` records whose bytes were read, in order."""
+
+    def __init__(self, peer: Peer, heard: list[str], name: str, trusted: bool) -> None:
+        super().__init__(peer, trusted=trusted)
+        self._heard, self._name = heard, name
+
+    def received(self, data: bytes, now: float) -> Output:
+        self._heard.append(self._name)
+        return QUIET
+
+
+def _turns(loop: main_loop.MainLoop, count: int = 1) -> None:
+    """Run exactly `count` turns of the loop on this thread."""
+    left = [count]
+
+    def stop() -> bool:
+        left[0] -= 1
+        return left[0] < 0
+
+    loop.run(stop)
+
+
+def test_a_turn_accepts_at_most_its_share_and_the_rest_wait_in_the_backlog(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(main_loop, "ACCEPTS_PER_TURN", 3)
+    loop = main_loop.MainLoop()
+    address = loop.listen("127.0.0.1", 0, lambda peer: _Heard(peer, [], "any", False), name="t")
+    clients = [socket.create_connection(address, timeout=10) for _ in range(5)]
+    try:
+        _turns(loop)
+        assert loop.connection_count == 3
+        _turns(loop)
+        assert loop.connection_count == 5
+    finally:
+        loop.close()
+        for client in clients:
+            client.close()
+
+
+def test_a_known_client_that_becomes_ready_during_a_turn_is_served_before_the_next_stranger() -> None:
+    """Reading the first stranger makes the known client's request arrive (as another process's might, while the
+    loop works): it is read before the second stranger, not a whole turn of strangers later."""
+    heard: list[str] = []
+    made: list[str] = []
+    known_client: list[socket.socket] = []
+
+    def conversation(peer: Peer) -> _Heard:
+        name = "known" if not made else f"stranger {len(made)}"
+        made.append(name)
+        quiet = _Heard(peer, heard, name, trusted=name == "known")
+        if name == "stranger 1":
+            received = quiet.received
+
+            def received_then_known_sends(data: bytes, now: float) -> Output:
+                if data:
+                    known_client[0].sendall(b"request")
+                return received(data, now)
+
+            quiet.received = received_then_known_sends  # type: ignore[method-assign]
+        return quiet
+
+    loop = main_loop.MainLoop()
+    address = loop.listen("127.0.0.1", 0, conversation, name="t")
+    clients = [socket.create_connection(address, timeout=10)]
+    known_client.append(clients[0])
+    try:
+        _turns(loop)
+        clients += [socket.create_connection(address, timeout=10) for _ in range(3)]
+        _turns(loop)
+        assert loop.connection_count == 4 and heard == []
+        for stranger in clients[1:]:
+            stranger.sendall(b"x")
+        _turns(loop)
+        assert heard[:2] == ["stranger 1", "known"] and sorted(heard) == sorted(made)
+    finally:
+        loop.close()
+        for client in clients:
+            client.close()

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from blender_addon.net.auth import Token
-from blender_addon.net.conversation import Peer
 from blender_addon.net.lab_protocol import TOKEN_FRAME_BYTES, LabConversation, LabSettings
 from blender_addon.net.peer import PeerHost, peer_is_same_user, peer_refusal, same_user
+from blender_addon.net.sockets import peer_of
 from tests.other_user import AS_NOBODY, ask_lab, ask_lab_half_closed, needs_another_user, send_and_leave
 
 from .drivers import Served
@@ -87,7 +87,7 @@ def test_macos_cannot_tell_and_says_what_to_do_instead() -> None:
         client = socket.create_connection(server.getsockname())
         conn, _ = server.accept()
         with client, conn:
-            refusal = peer_refusal(same_user(Peer.of(conn), PeerHost(platform="darwin")), token_required=False)
+            refusal = peer_refusal(same_user(peer_of(conn), PeerHost(platform="darwin")), token_required=False)
     assert refusal is not None and "Require token" in refusal and "cannot tell" in refusal
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import socket
 import subprocess
@@ -14,8 +15,8 @@ from functools import partial
 import pytest
 
 from blender_addon.net import threaded
-from blender_addon.net.admission import Admission, Full, backoff, cap_for
-from blender_addon.net.conversation import Output, Phase
+from blender_addon.net.admission import AcceptBackoff, Admission, Full, backoff, cap_for
+from blender_addon.net.conversation import ClientState, OurState, Output
 from blender_addon.net.http import HttpLimits
 from blender_addon.net.threaded import TcpListener
 
@@ -130,20 +131,21 @@ def test_busy_authenticated_connections_are_never_evicted_and_the_listener_recov
 
 @dataclass
 class _Talk:
-    phase: Phase
+    client_state: ClientState
     trusted: bool
+    our_state: OurState = OurState.IDLE
 
 
 def test_at_the_cap_a_strangers_unread_bytes_never_spare_it_but_a_known_clients_waiting_request_does() -> None:
     """Squatters that sent half a header the loop has not read yet must still make room for the owner."""
     admission: Admission[str] = Admission(2)
-    assert admission.admit("squatter 1", _Talk(Phase.WAITING, trusted=False), lambda key: False) is None
-    assert admission.admit("squatter 2", _Talk(Phase.RECEIVING, trusted=False), lambda key: False) is None
-    assert admission.admit("owner", _Talk(Phase.WAITING, trusted=False), lambda key: True) == "squatter 1"
+    assert admission.admit("squatter 1", _Talk(ClientState.IDLE, trusted=False), lambda key: False) is None
+    assert admission.admit("squatter 2", _Talk(ClientState.SENDING, trusted=False), lambda key: False) is None
+    assert admission.admit("owner", _Talk(ClientState.IDLE, trusted=False), lambda key: True) == "squatter 1"
     known: Admission[str] = Admission(2)
-    known.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: True)
-    known.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: True)
-    assert known.admit("newcomer", _Talk(Phase.WAITING, trusted=False), lambda key: True) == "stranger"
+    known.admit("known", _Talk(ClientState.IDLE, trusted=True), lambda key: True)
+    known.admit("stranger", _Talk(ClientState.IDLE, trusted=False), lambda key: True)
+    assert known.admit("newcomer", _Talk(ClientState.IDLE, trusted=False), lambda key: True) == "stranger"
 
 
 @pytest.mark.parametrize(("limit", "cap"), [(256, 64), (1024, 256), (100, 16), (65536, 256)])
@@ -217,25 +219,25 @@ def test_a_thread_that_cannot_start_releases_its_slot_and_the_listener_keeps_acc
 def test_a_known_client_in_the_middle_of_a_request_is_never_closed_for_room() -> None:
     """Read in part (RECEIVING) or about to be (WAITING with its bytes unread): the cap is Full before it goes."""
     admission: Admission[str] = Admission(2)
-    admission.admit("sending", _Talk(Phase.RECEIVING, trusted=True), lambda key: False)
-    admission.admit("sent", _Talk(Phase.WAITING, trusted=True), lambda key: key == "sent")
+    admission.admit("sending", _Talk(ClientState.SENDING, trusted=True), lambda key: False)
+    admission.admit("sent", _Talk(ClientState.IDLE, trusted=True), lambda key: key == "sent")
     with pytest.raises(Full):
-        admission.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: key == "sent")
+        admission.admit("stranger", _Talk(ClientState.IDLE, trusted=False), lambda key: key == "sent")
 
 
 def test_at_the_cap_every_stranger_makes_room_before_a_known_clients_idle_connection() -> None:
     """A known client idle for 20 ms between two calls is older than every stranger who churns connections."""
     admission: Admission[str] = Admission(3)
-    admission.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: False)
-    admission.admit("stranger 1", _Talk(Phase.WAITING, trusted=False), lambda key: False)
-    admission.admit("stranger 2", _Talk(Phase.RECEIVING, trusted=False), lambda key: False)
+    admission.admit("known", _Talk(ClientState.IDLE, trusted=True), lambda key: False)
+    admission.admit("stranger 1", _Talk(ClientState.IDLE, trusted=False), lambda key: False)
+    admission.admit("stranger 2", _Talk(ClientState.SENDING, trusted=False), lambda key: False)
     closed = [
-        admission.admit(f"newcomer {n}", _Talk(Phase.WAITING, trusted=False), lambda key: False) for n in range(3)
+        admission.admit(f"newcomer {n}", _Talk(ClientState.IDLE, trusted=False), lambda key: False) for n in range(3)
     ]
     assert closed == ["stranger 1", "stranger 2", "newcomer 0"] and "known" in admission.keys()
     only_known: Admission[str] = Admission(1)
-    only_known.admit("known", _Talk(Phase.WAITING, trusted=True), lambda key: False)
-    assert only_known.admit("stranger", _Talk(Phase.WAITING, trusted=False), lambda key: False) == "known"
+    only_known.admit("known", _Talk(ClientState.IDLE, trusted=True), lambda key: False)
+    assert only_known.admit("stranger", _Talk(ClientState.IDLE, trusted=False), lambda key: False) == "known"
 
 
 @pytest.mark.parametrize("sent", ["headers and half the body", "nothing yet, on a kept connection"])
@@ -283,7 +285,8 @@ def test_a_known_clients_request_is_always_answered_whatever_strangers_do_at_the
 class _Asking:
     """A known client's conversation: any bytes are a whole request, handed out to run."""
 
-    phase = Phase.WAITING
+    client_state = ClientState.IDLE
+    our_state = OurState.IDLE
     trusted = True
 
     def __init__(self) -> None:
@@ -295,11 +298,11 @@ class _Asking:
     def received(self, data: bytes, now: float) -> Output:
         if not data:
             return Output(close=True)
-        self.phase = Phase.RUNNING
+        self.client_state, self.our_state = ClientState.DONE, OurState.RUNNING
         return Output(run=lambda: self.ran.append(data))
 
     def answered(self, result: object, now: float) -> Output:
-        self.phase = Phase.WAITING
+        self.client_state, self.our_state = ClientState.IDLE, OurState.IDLE
         return Output(b"answer")
 
     def deadline(self) -> float:
@@ -318,8 +321,16 @@ def test_a_request_that_reaches_a_connection_chosen_to_make_room_is_never_run() 
     conversation = _Asking()
     with ours, client:
         admission.admit(ours, conversation, lambda key: False)
-        assert admission.admit(client, _Talk(Phase.WAITING, trusted=False), lambda key: False) is ours
+        assert admission.admit(client, _Talk(ClientState.IDLE, trusted=False), lambda key: False) is ours
         client.sendall(b"a request, sent as the bridge chose this connection for room")
         client.shutdown(socket.SHUT_WR)
         threaded.converse(ours, conversation, threading.Event(), partial(admission.holds, ours))
     assert conversation.ran == []
+
+
+def test_the_accept_backoff_stops_at_one_second_and_starts_over_after_a_success() -> None:
+    accepts = AcceptBackoff("t")
+    failure = OSError(errno.EMFILE, "Too many open files")
+    assert [accepts.failed(failure) for _ in range(10)] == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0, 1.0, 1.0]
+    accepts.succeeded()
+    assert accepts.failed(failure) == 0.01

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..log import owner_only_folder
+from .permissions import owner_only_folder
 
 # Hermes reads ONE liveness path on every OS and expands %VAR% only on Windows, so the
 # declared string is written with `~`: %LOCALAPPDATA%\Blender\server.json on Windows and a

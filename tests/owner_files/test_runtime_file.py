@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from blender_addon.net import runtime_file
+from blender_addon.owner_files import runtime_file
 from tests.hostile_files import KINDS, place, posix_only
 
 

@@ -1,17 +1,16 @@
-"""What a running job says about itself, for a client that asked to hear it.
+"""Whom a request's work runs for: what the network side hands the job side with each request.
 
-The job only records (Blender's main thread: a tool, a render handler, a script's `progress()`);
-the thread that looks after the client while the job runs reads the record and sends it
-(`net/event_stream.py`). Recording is two assignments under a lock, so a render handler may
-call it at any rate: the client hears the latest word at each look, never a backlog.
+net/ declares this and the job side (dispatch, execution) takes it: the request's side says whether
+its client still wants the answer and sends what the job says of itself, and the job only records
+(`Progress`, two assignments under a lock, so a render handler may report at any rate: the client
+hears the latest word at each look, never a backlog).
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -33,7 +32,8 @@ class Progress:
         self._said = Said(None, None, 0)
 
     def report(self, fraction: float | None = None, message: str | None = None) -> None:
-        """Record how far the job is; a fraction that is not a number from 0 to 1 is refused (ValueError)."""
+        """Record how far the job is; a fraction that is not a number from 0 to 1 is refused (ValueError). A report
+        without a fraction or a message keeps the last one."""
         if fraction is not None:
             if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction <= 1:
                 raise ValueError(f"progress takes a fraction from 0 to 1, not {fraction!r}")
@@ -51,25 +51,28 @@ class Progress:
             return self._said
 
 
-_current: Progress | None = None
-"""The running job's record, if its client asked for progress (one job runs at a time, on the main thread)."""
+def _always() -> bool:
+    return True
 
 
-@contextlib.contextmanager
-def reporting(progress: Progress | None) -> Iterator[None]:
-    """While inside, `report` goes to `progress` (nowhere when it is None)."""
-    global _current
-    previous, _current = _current, progress
-    try:
-        yield
-    finally:
-        _current = previous
+def _nothing(now: float) -> None:
+    pass
 
 
-def report(fraction: float | None = None, message: str | None = None) -> None:
-    """Tell the running job's client how far it is, if it asked; otherwise nothing. Same checks either way."""
-    (_current or _DISCARDED).report(fraction, message)
+@dataclass(frozen=True)
+class Caller:
+    """Whom a job runs for, as the job's watcher sees them.
+
+    `wanted` is asked before the job starts (False: dropped unrun) and at each look while it runs
+    (False: stopped, the hang-up being the cancel signal); `tend` is called at each look, off the
+    job's thread, with the time (it sends the client what `progress` says); `progress` is where the
+    job records how far it is, when the client asked to hear it.
+    """
+
+    wanted: Callable[[], bool] = _always
+    tend: Callable[[float], None] = _nothing
+    progress: Progress | None = None
 
 
-_DISCARDED = Progress()
-"""Where reports go when nobody listens: they are still checked, so a script's mistake shows without a client."""
+ANYONE = Caller()
+"""A caller that always waits for the answer and hears nothing meanwhile."""
