@@ -14,12 +14,12 @@ from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
 from .contract.gate import install_refusals
 from .contract.host import HostFacts, serving_blender_problem
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness, published_fields
-from .contract.locate import blender_cli_version
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness, published_fields, read_live_endpoint
+from .contract.locate import blender_cli_version, where_searched
 from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose, describe
-from .errors import ContractError, ToolCallFailed
+from .errors import ContractError, LiveEndpointUnavailable, SwitchedOff, ToolCallFailed
 from .instances import Instance, live_instances
 from .lab import lab_execute
 from .terminal import one_line
@@ -65,7 +65,7 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
     ]
     return {
         "plugin": package.name,
-        "ready": bool(statuses) and all(status.ready for status in statuses),
+        "ready": any(status.ready for status in statuses) and all(status.ready or status.off for status in statuses),
         "servers": [status.payload() for status in statuses],
         "instances": [instance.payload() for instance in _instances(package, host)],
         "warnings": duplicate_server_warnings(package, host) + _split_by_version(statuses),
@@ -103,13 +103,12 @@ def _server_status(
         probe = _mcp_round_trip
     elif connect and "BLENDER_MCP_PORT" in server.get("env", {}):
         probe = partial(_lab_round_trip, int(server["env"]["BLENDER_MCP_PORT"]))
-    status = compose(name, declaration, host, connect=probe, title=APP_TITLE)
+    status = _with_serving_blender(compose(name, declaration, host, connect=probe, title=APP_TITLE), declaration, host)
     return _with_log_path(_with_cli_version(status, declaration, host), declaration, host)
 
 
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
-    client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
-    asyncio.run(client.list_tools())
+    asyncio.run(BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0).list_tools())
 
 
 def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
@@ -118,7 +117,7 @@ def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:
     if isinstance(record.get("lab_error"), str):
         raise ToolCallFailed(record["lab_error"])
     if "lab" not in record:
-        raise ToolCallFailed(LAB_OFF)
+        raise SwitchedOff(LAB_OFF)
     published = record.get("lab")
     if isinstance(published, str) and not published.endswith(f":{port}"):
         raise ToolCallFailed(f"Blender's Lab listener is on {published}, but mcp.json's server connects to port {port}")
@@ -136,6 +135,29 @@ def _require_blender_on(endpoint: LiveEndpoint, port: int) -> None:
     problem = serving_blender_problem(endpoint.pid, endpoint.address, port)
     if problem is not None:
         raise ToolCallFailed(problem)
+
+
+def _with_serving_blender(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
+    """Hermes looks for the app before it reads the runtime file, so a Blender that serves where Hermes does not look
+    (`hermes-blender serve` on bpy, a Blender unpacked off PATH) is never reached: say which one serves, and why."""
+    block = declaration.app_for(host.os)
+    if status.state != "missing_app" or block is None:
+        return status
+    try:
+        liveness = parse_liveness(declaration.liveness, host.os)
+        if liveness.spec is None:
+            return status
+        endpoint = read_live_endpoint(liveness.spec, host)
+    except (ContractError, LiveEndpointUnavailable):
+        return status
+    serving = Check("serving", None, f"Blender pid {endpoint.pid} at {endpoint.url} ({endpoint.runtime_file})")
+    example = " (a `blender` executable on PATH: e.g. `ln -s /path/to/blender ~/.local/bin/blender`)"
+    gate = (
+        f"a Blender serves (pid {endpoint.pid} at {endpoint.url}), but Hermes first looks for the Blender app "
+        f"({', '.join(where_searched(block, host))}), finds none and reports 'missing_app' without connecting: "
+        f"install Blender where Hermes looks{example if host.os == 'linux' else ''}, then restart Hermes"
+    )
+    return replace(status, checks=(*status.checks, serving), warnings=(*status.warnings, gate))
 
 
 def _with_log_path(status: ServerStatus, declaration: ServerDeclaration, host: HostFacts) -> ServerStatus:
@@ -234,11 +256,11 @@ def render_validation(report: dict[str, Any]) -> str:
 def render_status(report: dict[str, Any]) -> str:
     lines: list[str] = []
     for server in report["servers"]:
-        lines.append(f"{server['server']}: {server['state']}")
+        lines.append(f"{server['server']}: " + ("off (opt-in: not a failure)" if server["off"] else server["state"]))
         for check in server["checks"]:
             mark = {True: "ok", False: "FAIL", None: "-"}[check["ok"]]
             lines.append(f"  {check['name']:<15} {mark:<5} {one_line(check['detail'])}")
-        if server["error"]:
+        if server["error"] and not server["off"]:
             lines.append(f"  => {one_line(server['error'])} (retry: {server['retry']})")
         lines += [f"  warning: {one_line(warning)}" for warning in server["warnings"]]
     if len(report["instances"]) > 1:

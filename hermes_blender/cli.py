@@ -88,7 +88,6 @@ def _parser() -> argparse.ArgumentParser:
     call = commands.add_parser("call", help="call one tool on the running Blender")
     call.add_argument("tool", help="tool name, e.g. get_objects_summary")
     call.add_argument("--arguments", default="{}", help="tool arguments as a JSON object")
-    call.add_argument("--mode", choices=("auto", "legacy", "2026-07-28"), default="auto", help="MCP protocol era")
     call.add_argument(
         "--pid", type=int, help="with several Blenders serving, the one to call (see `status`); default: server.json's"
     )
@@ -245,7 +244,7 @@ def _call(args: argparse.Namespace) -> int:
             )
             _error(f"no Blender with pid {args.pid} is serving (serving: {running or 'none'})")
             return EXIT_UNAVAILABLE
-    client = BridgeClient(spec, mode=args.mode)
+    client = BridgeClient(spec)
     result = asyncio.run(client.call_tool(args.tool, arguments))
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK

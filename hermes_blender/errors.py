@@ -27,6 +27,11 @@ class ToolCallFailed(BlenderBridgeError):
     """The bridge answered, but the call failed (transport, protocol or tool error)."""
 
 
+class SwitchedOff(BlenderBridgeError):
+    """An opt-in part of the bridge (the Blender Lab listener) is off in this Blender: not a failure; the message
+    says how to turn it on."""
+
+
 class ContractError(BlenderBridgeError):
     """plugin.json, mcp.json or a skill breaks a rule Hermes enforces; names the rule."""
 

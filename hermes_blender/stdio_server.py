@@ -9,9 +9,9 @@ nowhere else: not argv, not the environment, not stdout (the protocol) or the lo
 Blender cannot be reached, the call answers at once as a tool error whose JSON carries the named
 state, the one user action and the retry policy, the same sentences as `status`.
 
-One link to the bridge is kept while the runtime file names the same Blender (`bridge_link`: opening an
-MCP session costs more than a call); a new endpoint opens a new one, checked again that its pid is a
-Blender owning its port.
+One link to the bridge is kept while the runtime file names the same Blender (`transport.Links`: opening an
+MCP session costs more than a call); a new endpoint opens a new one. The transport checks before every new
+connection that the pid is this user's Blender owning its port.
 """
 
 from __future__ import annotations
@@ -29,13 +29,14 @@ from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
 
 from . import __version__
-from .bridge_link import BridgeLink, OnProgress
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
 from .stdio_wire import stdio_streams
+from .time_limits import SILENCE
+from .transport import BridgeLink, Links, OnProgress, request_once
 
 log = logging.getLogger("hermes_blender.mcp")
 
@@ -130,28 +131,6 @@ class BlenderChoice:
         return read_live_endpoint(spec, self.host)
 
 
-class Links:
-    """The kept link to the Blender called last; a new endpoint (a restart, another Blender) opens a new one."""
-
-    def __init__(self, timeout: float) -> None:
-        self._timeout = timeout
-        self._link: BridgeLink | None = None
-        self._lock = anyio.Lock()
-
-    async def link_to(self, endpoint: LiveEndpoint) -> BridgeLink:
-        async with self._lock:
-            if self._link is not None and _same_bridge(self._link.endpoint, endpoint):
-                return self._link
-            await self.close()
-            self._link = BridgeLink(endpoint, timeout=self._timeout)
-            return self._link
-
-    async def close(self) -> None:
-        if self._link is not None:
-            link, self._link = self._link, None
-            await link.close()
-
-
 def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | None:
     """When the client asked for progress: each of the bridge's notifications, sent on under the client's token."""
     token = (params.meta or {}).get("progress_token")
@@ -168,11 +147,6 @@ def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | 
         )
 
     return forward
-
-
-def _same_bridge(one: LiveEndpoint, other: LiveEndpoint) -> bool:
-    """The same bridge, whichever record named it (`server.json` or its own `servers/<pid>.json`)."""
-    return (one.url, one.token, one.pid) == (other.url, other.token, other.pid)
 
 
 class StdioBridge:
@@ -238,11 +212,9 @@ class StdioBridge:
 
 async def open_file(endpoint: LiveEndpoint) -> str | None:
     """The .blend a Blender has open (None: unsaved), asked of its bridge."""
-    link = BridgeLink(endpoint, timeout=10.0)
-    try:
-        result = await link.request("tools/call", {"name": "get_blendfile_summary_path_info", "arguments": {}})
-    finally:
-        await link.close()
+    result = await request_once(
+        endpoint, "tools/call", {"name": "get_blendfile_summary_path_info", "arguments": {}}, limit=10.0
+    )
     path = (result.get("structuredContent") or {}).get("filepath")
     return path if isinstance(path, str) and path else None
 
@@ -280,11 +252,12 @@ def server(bridge: StdioBridge) -> Server[Any]:
     )
 
 
-def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = None, timeout: float = 150.0) -> None:
-    """Serve MCP on stdin/stdout until the client closes stdin."""
+def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = None, inactivity: float = SILENCE) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin; a call is given up after `inactivity` seconds
+    without a byte from Blender (a streamed answer's progress included), or at its tool's own limit."""
 
     async def main() -> None:
-        links = Links(timeout)
+        links = Links(inactivity)
         app = server(StdioBridge(BlenderChoice(spec, pinned=pid, wanted_file=file), links))
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))

@@ -39,6 +39,7 @@ from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint
 from hermes_blender.headless import HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 from hermes_blender.stdio_server import shipped_catalogue  # noqa: E402
+from tests.sdk_client import SdkClient  # noqa: E402
 
 SUMMARY, SUMMARY_HEADERS = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
 STREAMED, STREAMED_HEADERS = modern_request(
@@ -198,7 +199,7 @@ class KeepAlive:
 
 
 def official_client_calls(runtime_file: Path, mode: str, n: int) -> dict[str, float]:
-    client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode=mode)  # type: ignore[arg-type]
+    client = SdkClient(RuntimeFileSpec(path=str(runtime_file)), mode=mode)  # type: ignore[arg-type]
 
     async def run() -> list[float]:
         samples = []
@@ -229,7 +230,7 @@ def stdio_beside_direct(runtime_file: Path, n: int) -> dict[str, float]:
     async def run() -> tuple[list[float], list[float]]:
         direct_samples: list[float] = []
         stdio_samples: list[float] = []
-        async with BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28").session() as direct:
+        async with SdkClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28").session() as direct:
             async with Client(stdio_client(server), read_timeout_seconds=60) as stdio:  # type: ignore[arg-type]
                 for i in range(n + 20):
                     for client, samples in ((direct, direct_samples), (stdio, stdio_samples)):

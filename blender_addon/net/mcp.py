@@ -1,8 +1,6 @@
-"""MCP methods over JSON-RPC, independent of the transport.
-
-Two eras share one endpoint: the 2026-07-28 stateless protocol (every request carries its
-version and client capabilities in `_meta`; `server/discover`) and the 2025 handshake
-(`initialize`, then a session). The era only changes the envelope, not the tools.
+"""What the MCP methods do, whatever the era and the transport: the JSON-RPC codes, a tool's outcome,
+and `McpProtocol`, whose methods the eras (`eras.py`) route requests to. The era only changes the
+envelope, not the tools.
 """
 
 from __future__ import annotations
@@ -12,13 +10,8 @@ from typing import Any, Protocol
 
 from ..errors import RpcError, UnknownTool
 from ..jsontext import RawJson, dumps
-from .caller import ANYONE, Caller
-
-MODERN_VERSION = "2026-07-28"
-HANDSHAKE_VERSIONS = ("2025-03-26", "2025-06-18", "2025-11-25")
-SUPPORTED_VERSIONS = (MODERN_VERSION, *reversed(HANDSHAKE_VERSIONS))
-META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
-META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+from .caller import Caller
+from .versions import SUPPORTED
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -73,46 +66,33 @@ class ServerInfo:
 
 
 class McpProtocol:
-    """Routes one JSON-RPC request to its method and shapes the result for the era."""
+    """The methods themselves: the server's description, the tool list, a tool call."""
 
     def __init__(self, tools: ToolHost, info: ServerInfo) -> None:
         self._tools = tools
         self._info = info
 
-    def initialize(self, params: dict[str, Any]) -> tuple[dict[str, Any], str]:
-        """The handshake answer and the negotiated version (ours if we do not speak theirs)."""
-        requested = params.get("protocolVersion")
-        version = requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
-        result = {
+    def initialize(self, version: str) -> dict[str, Any]:
+        """The 2025 handshake's answer, for the version the era agreed."""
+        return {
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": self._info.name, "version": self._info.version},
             "instructions": self._info.instructions,
         }
-        return result, version
 
-    def dispatch(self, method: str, params: dict[str, Any], *, modern: bool, caller: Caller = ANYONE) -> dict[str, Any]:
-        if method == "ping":
-            return self._finish({}, modern, cached=False)
-        if method == "server/discover":
-            return self._finish(self._discover(), True, cached=True)
-        if method == "tools/list":
-            return self._finish({"tools": self._tools.list_tools()}, modern, cached=True)
-        if method == "tools/call":
-            return self._finish(self._call(params, caller), modern, cached=False)
-        if method == "initialize":
-            raise RpcError(INVALID_REQUEST, "initialize belongs to the 2025 handshake; do not mix it with _meta")
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
-
-    def _discover(self) -> dict[str, Any]:
+    def discover(self) -> dict[str, Any]:
         return {
-            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "supportedVersions": list(SUPPORTED),
             "capabilities": {"tools": {"listChanged": False}},
             "serverInfo": {"name": self._info.name, "version": self._info.version},
             "instructions": self._info.instructions,
         }
 
-    def _call(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    def list_tools(self) -> dict[str, Any]:
+        return {"tools": self._tools.list_tools()}
+
+    def call_tool(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -126,13 +106,3 @@ class McpProtocol:
         except UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         return outcome.as_result()
-
-    @staticmethod
-    def _finish(result: dict[str, Any], modern: bool, *, cached: bool) -> dict[str, Any]:
-        if modern:
-            result["resultType"] = "complete"
-            if cached:
-                # Results depend on the bearer token's Blender, so no shared caches.
-                result["cacheScope"] = "private"
-                result["ttlMs"] = 0
-        return result

@@ -8,10 +8,10 @@ It adds what only a local tool can: an optional authenticated MCP round trip (`r
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
-from ..errors import BlenderBridgeError, ContractError, LiveEndpointUnavailable
+from ..errors import BlenderBridgeError, ContractError, LiveEndpointUnavailable, SwitchedOff
 from .declaration import ServerDeclaration
 from .host import HostFacts
 from .liveness import STATIC, LiveEndpoint, LivenessDeclaration, parse_liveness, read_live_endpoint
@@ -29,7 +29,7 @@ State = Literal[
 ]
 Retry = Literal["after_user_action", "never_here", "none"]
 Connect = Callable[[LiveEndpoint], None]
-"""One authenticated MCP round trip; raises BlenderBridgeError when it fails."""
+"""One authenticated MCP round trip; raises BlenderBridgeError when it fails, SwitchedOff when it is opt-in and off."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class ServerStatus:
     availability: Availability
     checks: tuple[Check, ...] = ()
     warnings: tuple[str, ...] = ()
+    off: bool = False
+    """An opt-in server switched off in this Blender (its check says how to turn it on): not ready, not a failure."""
 
     @property
     def ready(self) -> bool:
@@ -75,6 +77,7 @@ class ServerStatus:
             "retry": self.retry,
             "checks": [{"name": c.name, "ok": c.ok, "detail": c.detail} for c in self.checks],
             "warnings": list(self.warnings),
+            "off": self.off,
         }
 
 
@@ -169,6 +172,9 @@ def _runtime_file(
         return finish("hermes_not_connected")
     try:
         connect(endpoint)
+    except SwitchedOff as exc:
+        checks.append(Check("MCP round trip", None, f"not attempted: {exc}"))
+        return replace(finish("endpoint_unavailable"), off=True)
     except BlenderBridgeError as exc:
         checks.append(Check("MCP round trip", False, str(exc)))
         return finish("endpoint_unavailable")

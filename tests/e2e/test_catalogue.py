@@ -14,9 +14,10 @@ import httpx2
 import jsonschema
 import pytest
 
-from hermes_blender.client import BridgeClient, ToolResult, modern_request
+from hermes_blender.client import ToolResult, modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
+from tests.sdk_client import SdkClient
 
 OUR_OWN = {"render_frames_to_folder", "start_render_frames_task", "get_render_frames_task", "cancel_render_frames_task"}
 """Beyond the official Blender Lab catalogue (README › Tools)."""
@@ -52,7 +53,7 @@ GUI_ONLY = {
 
 class Session:
     def __init__(self, runtime_file: Path) -> None:
-        self.client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28")
+        self.client = SdkClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28")
 
     def call(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
         return asyncio.run(self.client.call_tool(name, arguments or {}))

@@ -12,10 +12,11 @@ import anyio
 import httpx2
 import pytest
 
-from hermes_blender.client import BridgeClient, modern_request
+from hermes_blender.client import modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 from tests.event_streams import close_mid_range
+from tests.sdk_client import SdkClient
 
 pytestmark = pytest.mark.timeout(240)
 MODES = ["legacy", "2026-07-28"]
@@ -26,8 +27,8 @@ SMALL = (
 """A frame in a fraction of a second, on the CPU (the frames are what is tested, not the picture)."""
 
 
-def _client(blender: HeadlessBlender, mode: str) -> BridgeClient:
-    return BridgeClient(RuntimeFileSpec(path=str(blender.runtime_file)), mode=mode)  # type: ignore[arg-type]
+def _client(blender: HeadlessBlender, mode: str) -> SdkClient:
+    return SdkClient(RuntimeFileSpec(path=str(blender.runtime_file)), mode=mode)  # type: ignore[arg-type]
 
 
 async def _call_hearing(

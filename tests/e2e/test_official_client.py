@@ -11,13 +11,14 @@ import sys
 import httpx2
 import pytest
 
-from hermes_blender.client import BridgeClient, modern_request
+from hermes_blender.client import modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
+from tests.sdk_client import SdkClient
 
 
-def _client(blender: HeadlessBlender, mode: str) -> BridgeClient:
-    return BridgeClient(RuntimeFileSpec(path=str(blender.runtime_file)), mode=mode)  # type: ignore[arg-type]
+def _client(blender: HeadlessBlender, mode: str) -> SdkClient:
+    return SdkClient(RuntimeFileSpec(path=str(blender.runtime_file)), mode=mode)  # type: ignore[arg-type]
 
 
 def test_runtime_file_has_three_fields_owner_only_live_pid_and_loopback_http(blender: HeadlessBlender) -> None:

@@ -184,6 +184,40 @@ def test_blender_lab_with_the_listener_off_says_how_to_turn_it_on(machine: Machi
     assert "Hermes Bridge > Blender Lab listener" in checks["MCP round trip"]["detail"]
 
 
+def test_status_with_the_opt_in_lab_listener_off_is_ready_and_says_how_to_turn_it_on(machine: Machine) -> None:
+    """The default preferences: `blender` serves, the Blender Lab listener is off. Off is not a failure."""
+    with HeadlessBlender(machine.runtime_file):
+        code, payload, _ = machine.status("--json")
+        text_code, text, _ = machine.status()
+    assert code == text_code == 0 and payload["ready"] is True
+    blender, lab = payload["servers"]
+    assert (blender["state"], blender["off"], lab["off"]) == ("ready", False, True)
+    checks = {c["name"]: c for c in lab["checks"]}
+    assert (
+        checks["MCP round trip"]["ok"] is None and "Blender Lab listener is off" in checks["MCP round trip"]["detail"]
+    )
+    assert "blender_lab: off (opt-in: not a failure)" in text.splitlines()
+    assert "Hermes Bridge > Blender Lab listener" in text and "hermes-blender serve --lab-port 9876" in text
+    assert text.rstrip().endswith("\nready")
+
+
+def test_status_without_a_blender_app_names_the_blender_that_serves_and_why_hermes_will_refuse_it(
+    machine: Machine,
+) -> None:
+    """`hermes-blender serve` runs (bpy), and no `blender` executable is anywhere Hermes looks."""
+    empty = machine.home / "empty-bin"
+    empty.mkdir(parents=True)
+    machine.env["PATH"] = str(empty)
+    with HeadlessBlender(machine.runtime_file) as serving:
+        code, text, _ = machine.status("--server", "blender")
+        _, payload, _ = machine.status("--json", "--server", "blender")
+        assert serving.endpoint is not None and f"pid {serving.pid} at {serving.endpoint.url}" in text
+    assert code == 3 and _states(payload) == {"blender": "missing_app"}  # what Hermes will say, as before
+    assert "Hermes first looks for the Blender app" in text and "a `blender` executable on PATH" in text
+    assert "serving" in {c["name"] for c in payload["servers"][0]["checks"]}
+    assert serving.endpoint.token.reveal() not in text
+
+
 def test_a_hostile_field_in_the_runtime_file_cannot_forge_status_lines(
     machine: Machine, running: HeadlessBlender
 ) -> None:

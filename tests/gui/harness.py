@@ -31,8 +31,8 @@ from hermes_blender.errors import LiveEndpointUnavailable
 
 INSTALL_HINT = (
     "the GUI tier needs Blender 4.5 or newer (HERMES_GUI_BLENDER, or `sudo scripts/gui_root.sh` for Debian sid's "
-    "5.2 LTS in a root folder), and Xvfb, xdotool and ImageMagick on PATH "
-    "(Debian/Ubuntu: `sudo apt-get install xvfb xdotool imagemagick`)"
+    "5.2 LTS in a root folder, which needs zstd), and Xvfb, xdotool and ImageMagick on PATH "
+    "(Debian/Ubuntu: `sudo apt-get install xvfb xdotool imagemagick zstd`)"
 )
 ADDON = "bl_ext.user_default.hermes_bridge"
 """The extension's module once installed into the user repository, as a user installs it."""

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
+import socket
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -162,7 +166,7 @@ def test_a_crashed_blender_leaves_a_stale_file_that_reads_as_not_running_and_the
 
 
 NOTE = (
-    "import sys\nbridge = sys.modules['bl_ext.user_default.hermes_bridge.service'].active()\n"
+    "import sys\nbridge = sys.modules['bl_ext.user_default.hermes_bridge.runtime'].RUNTIME.bridge\n"
     "result = sys.modules['bl_ext.user_default.hermes_bridge.notes'].reachability(bridge.runtime_file, bridge.pid)"
 )
 
@@ -190,9 +194,9 @@ def test_a_second_blender_takes_the_runtime_file_and_hands_it_back_when_it_quits
 
 SHORT_DEADLINE = (
     "import dataclasses, sys\n"
-    "service, prefs = sys.modules['bl_ext.user_default.hermes_bridge.service'], sys.modules['bl_ext.user_default.hermes_bridge.prefs']\n"
-    "service.start(dataclasses.replace(prefs.config(), job_timeout=2.0))\n"
-    "result = service.active().mode.value == 'gui'"
+    "runtime, prefs = sys.modules['bl_ext.user_default.hermes_bridge.runtime'].RUNTIME, sys.modules['bl_ext.user_default.hermes_bridge.prefs']\n"
+    "runtime.start(dataclasses.replace(prefs.config(), job_timeout=2.0))\n"
+    "result = runtime.bridge.mode.value == 'gui'"
 )
 GUI_HOLDS = {
     "subprocess": "import subprocess\nsubprocess.run(['sleep', '600'])",
@@ -212,3 +216,49 @@ def test_in_the_gui_a_job_that_waits_or_swallows_the_interrupt_ends_at_its_deadl
         assert result.is_error and result.data()["state"] == "interrupted", (name, result.data())
     assert own_gui.code("result = {'next': True}") == {"next": True}
     assert own_gui.probe("result = 1") == 1  # the interface's loop goes on
+
+
+RESTART = (
+    "from bl_ext.user_default.hermes_bridge.runtime import RUNTIME\nRUNTIME.start(RUNTIME.bridge.config)\nresult = {}"
+)
+
+
+def test_agent_code_that_restarts_the_bridge_gets_its_answer_and_leaves_one_new_bridge(own_gui: GuiBlender) -> None:
+    """Once the old listener kept running (its callers waited 120 s for `busy`) and the stop deferred by a timer
+    then stopped the new bridge: the restart is now carried out by the timer pump after the job."""
+    old = read_live_endpoint(own_gui.spec)
+    assert own_gui.code(RESTART) == {}
+    deadline = time.monotonic() + 30
+    while (new := read_live_endpoint(own_gui.spec)).url == old.url and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert new.pid == own_gui.pid and new.url != old.url
+    assert own_gui.code("result = {'new': True}") == {"new": True}
+    time.sleep(1.0)  # long enough for any stop left over to have stopped the new bridge, as it once did
+    assert read_live_endpoint(own_gui.spec).url == new.url and own_gui.code("result = {}") == {}
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", urlsplit(old.url).port or 0)) != 0  # the old listener is closed
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_the_readmes_headless_command_in_a_blender_binary_stops_cleanly_on_a_signal(
+    tmp_path: Path, display: str, signum: int
+) -> None:
+    """`blender -b --command hermes_bridge` in Debian's Blender 5.2 once exited 1 on Ctrl+C or SIGTERM: its SIGINT
+    handler reads as None there, which `signal.signal` refused to put back, and "stopped" was never printed."""
+    blender = GuiBlender(tmp_path, display)
+    blender.install_addon()
+    runtime_file = tmp_path / "headless" / "server.json"
+    command = [blender.blender, "-b", "--command", "hermes_bridge", "--port", "0", "--runtime-file", str(runtime_file)]
+    process = subprocess.Popen(command, env=blender.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not runtime_file.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert runtime_file.exists(), process.stdout.read() if process.poll() is not None else "not published"
+        process.send_signal(signum)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 0, output
+    assert "hermes_bridge: stopped" in output and "TypeError" not in output
+    assert not runtime_file.exists()

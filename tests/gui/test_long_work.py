@@ -8,9 +8,9 @@ from typing import Any
 
 import anyio
 
-from hermes_blender.client import BridgeClient
 from tests.event_streams import close_mid_range
 from tests.gui.harness import GuiBlender
+from tests.sdk_client import SdkClient
 
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = (
@@ -31,7 +31,7 @@ def test_a_frame_range_in_the_interactive_blender_reports_each_frame_and_a_cance
         heard.append(message)
 
     async def render(folder: Path) -> Any:
-        async with BridgeClient(gui.spec, timeout=120.0).session() as client:
+        async with SdkClient(gui.spec, timeout=120.0).session() as client:
             return await client.call_tool(
                 "render_frames_to_folder", {"output_folder": str(folder)}, progress_callback=note
             )
@@ -49,7 +49,7 @@ def test_a_frame_range_in_the_interactive_blender_reports_each_frame_and_a_cance
     gui.probe(SMALL + "scene.frame_start, scene.frame_end = 1, 400")
 
     async def cancelled(mode: str, cut: Path) -> None:
-        async with BridgeClient(gui.spec, mode=mode, timeout=120.0).session() as client:  # type: ignore[arg-type]
+        async with SdkClient(gui.spec, mode=mode, timeout=120.0).session() as client:  # type: ignore[arg-type]
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(client.call_tool, "render_frames_to_folder", {"output_folder": str(cut)})
                 while len(list(cut.iterdir())) < 2:

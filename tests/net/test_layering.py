@@ -42,3 +42,38 @@ def test_tools_never_touch_sockets_or_the_network_layer() -> None:
     imports = _imports(ADDON / "tools")
     forbidden = ("socket", "selectors", "http", "urllib", "ssl", "asyncio", "..net")
     assert not [name for name in imports for root in forbidden if _touches(name, root)]
+
+
+def test_tools_get_their_job_and_never_reach_the_dispatcher_the_interrupter_or_the_bridge() -> None:
+    imports = _imports(ADDON / "tools")
+    forbidden = ("..interrupt", "..dispatch", "..execution", "..runtime", "..service", "..progress")
+    assert not [name for name in imports for root in forbidden if _touches(name, root)]
+
+
+def test_net_declares_what_it_needs_from_the_job_side_and_imports_nothing_above_it() -> None:
+    imports = _imports(ADDON / "net")
+    above = ("..dispatch", "..progress", "..execution", "..tools", "..runtime", "..service", "..interrupt", "bpy")
+    assert not [name for name in imports for root in above if _touches(name, root)]
+    assert not (ADDON / "net" / "runtime_file.py").exists()  # the runtime file is owner_files/'s, not net/'s
+
+
+def test_the_protocol_eras_are_objects_not_a_flag() -> None:
+    """Two eras once were `modern: bool` spread over five places; a third had no place to go."""
+    sources = {
+        path: path.read_text() for folder in (ADDON, ADDON.parent / "hermes_blender") for path in folder.rglob("*.py")
+    }
+    assert not [path for path, text in sources.items() if "modern: bool" in text]
+    naming_a_version = [path.name for path, text in sources.items() if '"2026-07-28"' in text.replace("'", '"')]
+    assert naming_a_version == ["versions.py"]  # one module, read by the add-on and the toolkit alike
+
+
+def test_one_module_of_the_toolkit_opens_connections_to_the_bridge() -> None:
+    toolkit = ADDON.parent / "hermes_blender"
+    dialling = sorted(
+        path.name
+        for path in toolkit.rglob("*.py")
+        if any(
+            call in path.read_text() for call in ("connect_tcp(", "create_connection(", "httpx2.", "streamable_http")
+        )
+    )
+    assert dialling == ["lab.py", "transport.py"], dialling  # lab.py dials the Blender Lab port, another wire

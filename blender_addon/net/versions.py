@@ -1,0 +1,17 @@
+"""The MCP protocol versions the bridge speaks, and the names of the per-request envelope.
+
+One module for the add-on and the toolkit: the toolkit loads this file from the add-on source it
+ships (`hermes_blender/protocol.py`), so a new version is written down once. It imports nothing.
+"""
+
+STATELESS = "2026-07-28"
+"""Every request carries its version and the client's capabilities (`_meta`); no session."""
+HANDSHAKE = ("2025-03-26", "2025-06-18", "2025-11-25")
+"""`initialize`, then a session, oldest first: the last is what a client that names no known version gets."""
+SUPPORTED = (STATELESS, *reversed(HANDSHAKE))
+META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+VERSION_HEADER = "MCP-Protocol-Version"
+METHOD_HEADER = "Mcp-Method"
+NAME_HEADER = "Mcp-Name"
+"""A stateless request mirrors its method, and a tool call its tool's name, in these headers."""

@@ -1,0 +1,339 @@
+"""The toolkit's one way to the bridge: `call`, `status` and the stdio relay all send through a `BridgeLink`.
+
+HTTP/1.1 as the bridge speaks it, over anyio streams, in the stateless 2026-07-28 form: no session to open (a new
+MCP session per call cost 23 ms; the SDK client's round trip on a kept session as much as the stdio hop itself;
+httpx's own machinery 0.65 ms of a 2.2 ms relayed call). No other module of hermes_blender dials the bridge's MCP
+endpoint, and this one dials only after one check that the pid the runtime file names is this OS user's Blender
+owning the port (`_dial`).
+
+The connection policy (README › Decisions): a kept connection that is readable while idle (the bridge closed it
+after its idle timeout or to make room, or sent something unasked) is closed, never reused; a request whose reused
+connection ended before any byte of an answer is sent once more, on a new connection; an answer that says
+`Connection: close` leaves its connection closed; a link serves one endpoint (url, token, pid) and `Links` opens a
+new one when the runtime file names another; an answer may stay silent `inactivity` seconds between two bytes
+(each progress event restarts the wait) and take its tool's own limit overall (`time_limits`).
+"""
+
+from __future__ import annotations
+
+import json
+import select
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+from anyio.abc import ByteStream, SocketAttribute, SocketStream
+from anyio.streams.buffered import BufferedByteStream
+from mcp.shared.exceptions import MCPError
+from mcp.types import ErrorData
+
+from .contract.liveness import LiveEndpoint, require_own_blender
+from .errors import ToolCallFailed
+from .protocol import versions
+from .time_limits import SILENCE, limit_of
+
+MAX_HEAD = 64 * 1024
+MAX_EVENT = 16 * 1024 * 1024
+"""The longest event of a streamed answer: its last one carries the whole result."""
+
+OnProgress = Callable[[dict[str, Any]], Awaitable[None]]
+"""Hears each `notifications/progress` params of a streamed answer (the bridge's progressToken in them)."""
+
+
+def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> tuple[bytes, dict[str, str]]:
+    """One 2026-07-28 JSON-RPC request: the body with its `_meta` envelope, and the headers that mirror it (the
+    bridge rejects a request whose headers and body disagree). Also for raw callers: scripts, benchmarks, tests,
+    clients in other languages reading this as an example."""
+    meta = {versions.META_PROTOCOL_VERSION: versions.STATELESS, versions.META_CLIENT_CAPABILITIES: {}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**params, "_meta": {**params.get("_meta", {}), **meta}},
+    }
+    headers = {
+        "Content-Type": "application/json",
+        versions.VERSION_HEADER: versions.STATELESS,
+        versions.METHOD_HEADER: method,
+    }
+    if method == "tools/call" and isinstance(params.get("name"), str):
+        headers[versions.NAME_HEADER] = params["name"]  # an ASCII tool name; others travel as =?base64?…?=
+    return json.dumps(body).encode(), headers
+
+
+class BridgeSilent(ToolCallFailed):
+    """The bridge sent no byte for the inactivity timeout while an answer was due; the request was cancelled."""
+
+
+class AnswerOverdue(ToolCallFailed):
+    """The answer did not end within the request's limit (its tool's own, or the caller's); it was cancelled."""
+
+
+def token_refused(endpoint: LiveEndpoint) -> ToolCallFailed:
+    """A 401 from the endpoint the runtime file names: that file's token is not the bridge's."""
+    return ToolCallFailed(
+        f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (HTTP 401): the file is "
+        "stale or was written by another program; restart the bridge in Blender, then try again"
+    )
+
+
+class BridgeLink:
+    """One endpoint's idle keep-alive connections and its requests; `close()` when done with the endpoint.
+
+    An answer is a JSON body with a Content-Length, or, for a call that asked for progress, an event stream in
+    chunks whose last event is the answer. A request whose caller is cancelled closes its connection, which is how
+    the 2026-07-28 transport says "cancelled" to the bridge; so does a request that outlives its timeouts.
+    """
+
+    def __init__(self, endpoint: LiveEndpoint, *, inactivity: float = SILENCE, limit: float | None = None) -> None:
+        self.endpoint = endpoint
+        self._inactivity = inactivity
+        self._limit = limit
+        """Seconds any request may take overall; None: its tool's own limit."""
+        self._idle: list[_Connection] = []
+        self._next_id = 0
+        parts = urlsplit(endpoint.url)
+        self._host, self._path = parts.hostname or "127.0.0.1", parts.path or "/"
+        self._head = f"Host: {parts.netloc}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in endpoint.headers().items())
+
+    async def request(
+        self, method: str, params: dict[str, Any], on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
+        """The JSON-RPC result; the bridge's JSON-RPC error as MCPError; anything else as ToolCallFailed.
+        With `on_progress`, the call asks for progress and each notification is given to it as it comes."""
+        self._next_id += 1
+        limit = self._limit if self._limit is not None else limit_of(method, params)
+        what = f"{method} {params['name']}" if method == "tools/call" else method
+        if on_progress is not None:
+            params = {**params, "_meta": {"progressToken": self._next_id}}
+        body, headers = modern_request(method, params, self._next_id)
+        if on_progress is not None:
+            headers["Accept"] = "application/json, text/event-stream"
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        message = f"POST {self._path} HTTP/1.1\r\n{self._head}{head}Content-Length: {len(body)}\r\n\r\n"
+        # A whole (JSON) answer says nothing until it is whole: only a streamed one can be timed by its silence.
+        clock = _Clock(self._inactivity if on_progress is not None else limit, limit)
+        try:
+            with clock.scope:
+                return self._result(*await self._exchange(message.encode("latin-1") + body, on_progress, clock))
+        except (
+            OSError,
+            ValueError,  # a chunk size or an event that is not what the bridge sends
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.DelimiterNotFound,
+            anyio.BrokenResourceError,
+        ) as exc:
+            raise ToolCallFailed(f"the connection to Blender at {self.endpoint.url} failed: {exc!r}") from None
+        raise clock.failure(self.endpoint.url, what)  # only when the clock's scope ended the exchange
+
+    async def _exchange(self, request: bytes, on_progress: OnProgress | None, clock: _Clock) -> tuple[int, bytes]:
+        """One request and its answer. A kept connection that ended before any byte of an answer came gets the
+        request once more on a new one, as HTTP clients do: the bridge never closes a connection after a request
+        passed its gate without answering it (README › Decisions), so that request never ran."""
+        while self._idle:
+            kept = self._idle.pop()
+            if _stale(kept):
+                await kept.aclose()
+                continue
+            try:
+                return await self._send(kept, request, on_progress, clock)
+            except _ClosedBeforeAnswer:
+                break
+        try:
+            return await self._send(await self._dial(), request, on_progress, clock)
+        except _ClosedBeforeAnswer as closed:
+            raise anyio.EndOfStream from closed
+
+    async def _dial(self) -> _Connection:
+        """A new connection, only to this user's Blender: the pid the file named may have died since the last
+        connection and been taken, with its port, by another user's process, which must never get the token."""
+        require_own_blender(self.endpoint)
+        return _Connection(await anyio.connect_tcp(self._host, self.endpoint.port))
+
+    async def _send(
+        self, connection: _Connection, request: bytes, on_progress: OnProgress | None, clock: _Clock
+    ) -> tuple[int, bytes]:
+        connection.watched.clock = clock if clock.silence < clock.limit else None  # else its deadline never moves
+        try:
+            await connection.send(request)
+        except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            await connection.aclose()
+            raise _ClosedBeforeAnswer from exc  # the bridge closed it, and said so before we sent
+        except BaseException:
+            await connection.aclose()
+            raise
+        return await self._answer(connection, on_progress)
+
+    async def _answer(self, connection: _Connection, on_progress: OnProgress | None) -> tuple[int, bytes]:
+        """Read one answer; the connection is kept for the next request or closed (a cancel mid-answer hangs up)."""
+        done = keep = False
+        try:
+            try:
+                first = await connection.receive_until(b"\r\n\r\n", MAX_HEAD)
+            except (anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError, ConnectionError) as exc:
+                if not connection.buffer:
+                    raise _ClosedBeforeAnswer from exc
+                raise
+            head = first.decode("latin-1").split("\r\n")
+            status = int(head[0].split(" ", 2)[1])
+            fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+            if fields.get("content-type") == "text/event-stream" and on_progress is not None:
+                content = await _answer_of_stream(connection, on_progress)
+            elif not fields.get("content-length", "").isdigit():
+                raise ToolCallFailed(f"Blender at {self.endpoint.url} answered without a Content-Length")
+            else:
+                content = await connection.receive_exactly(int(fields["content-length"]))
+            keep = fields.get("connection", "").lower() != "close"
+            done = True
+        finally:
+            connection.watched.clock = None
+            if done and keep:
+                self._idle.append(connection)
+            else:
+                await connection.aclose()  # cancelled or failed mid-answer: hanging up is the cancel signal
+        return status, content
+
+    def _result(self, status: int, content: bytes) -> dict[str, Any]:
+        try:
+            answer = json.loads(content)
+        except ValueError:
+            answer = None
+        if status == 401:
+            raise token_refused(self.endpoint)
+        if isinstance(answer, dict) and isinstance(answer.get("error"), dict):
+            raise MCPError.from_error_data(ErrorData.model_validate(answer["error"]))
+        if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("result"), dict):
+            raise ToolCallFailed(f"Blender at {self.endpoint.url} answered HTTP {status} without a result")
+        return answer["result"]
+
+    async def close(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await connection.aclose()
+
+
+async def request_once(
+    endpoint: LiveEndpoint, method: str, params: dict[str, Any], *, limit: float | None = None
+) -> dict[str, Any]:
+    """One request on a link of its own (`call`, `status`, a look at another Blender), closed after it."""
+    link = BridgeLink(endpoint, limit=limit)
+    try:
+        return await link.request(method, params)
+    finally:
+        await link.close()
+
+
+class Links:
+    """The kept link to the bridge called last; another endpoint (a restart, another Blender) gets a new one.
+
+    A restarted bridge may come back on the same port with a new token: its old link's headers carry the old
+    token, and its kept connections end at the old process, so a link is reused only for the same url, token and
+    pid, whichever record (`server.json` or `servers/<pid>.json`) named them.
+    """
+
+    def __init__(self, inactivity: float = SILENCE) -> None:
+        self._inactivity = inactivity
+        self._link: BridgeLink | None = None
+        self._lock = anyio.Lock()
+
+    async def link_to(self, endpoint: LiveEndpoint) -> BridgeLink:
+        async with self._lock:
+            if self._link is not None and _same_bridge(self._link.endpoint, endpoint):
+                return self._link
+            await self.close()
+            self._link = BridgeLink(endpoint, inactivity=self._inactivity)
+            return self._link
+
+    async def close(self) -> None:
+        if self._link is not None:
+            link, self._link = self._link, None
+            await link.close()
+
+
+def _same_bridge(one: LiveEndpoint, other: LiveEndpoint) -> bool:
+    return (one.url, one.token, one.pid) == (other.url, other.token, other.pid)
+
+
+class _Clock:
+    """One request's deadline: `silence` seconds after the last byte received, and never past its `limit`."""
+
+    def __init__(self, silence: float, limit: float) -> None:
+        now = anyio.current_time()
+        self.silence, self.limit, self.end = silence, limit, now + limit
+        self.scope = anyio.CancelScope(deadline=min(self.end, now + silence))
+
+    def heard(self) -> None:
+        self.scope.deadline = min(self.end, anyio.current_time() + self.silence)
+
+    def failure(self, url: str, what: str) -> ToolCallFailed:
+        if anyio.current_time() >= self.end:
+            return AnswerOverdue(f"Blender at {url} did not finish {what} within {self.limit:g} s, its limit")
+        return BridgeSilent(
+            f"Blender at {url} sent nothing for {self.silence:g} s while {what} was due (the inactivity timeout)"
+        )
+
+
+class _Watched(ByteStream):
+    """A socket whose every chunk received restarts the silence allowed to its request."""
+
+    def __init__(self, stream: SocketStream) -> None:
+        self._stream = stream
+        self.clock: _Clock | None = None
+
+    async def receive(self, max_bytes: int = 65536) -> bytes:
+        data = await self._stream.receive(max_bytes)
+        if self.clock is not None:
+            self.clock.heard()
+        return data
+
+    async def send(self, item: bytes) -> None:
+        await self._stream.send(item)
+
+    async def send_eof(self) -> None:
+        await self._stream.send_eof()
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+    @property
+    def extra_attributes(self) -> Any:
+        return self._stream.extra_attributes
+
+
+class _Connection(BufferedByteStream):
+    def __init__(self, stream: SocketStream) -> None:
+        self.watched = _Watched(stream)
+        super().__init__(self.watched)
+
+
+def _stale(connection: _Connection) -> bool:
+    """Readable while idle: the bridge closed it (its idle timeout, room at its cap) or sent what nobody asked for.
+    Reusing it would cost the request its one resend, or read those bytes as its answer."""
+    readable, _, _ = select.select([connection.extra(SocketAttribute.raw_socket)], [], [], 0)
+    return bool(connection.buffer or readable)
+
+
+class _ClosedBeforeAnswer(Exception):
+    """The connection ended (closed or reset) before the first byte of an answer."""
+
+
+async def _answer_of_stream(stream: BufferedByteStream, on_progress: OnProgress) -> bytes:
+    """Read an event stream in chunks to its end: each progress notification to `on_progress`, the answer back."""
+    pending, answer = b"", b""
+    while size := int((await stream.receive_until(b"\r\n", 32)).split(b";")[0], 16):
+        pending += await stream.receive_exactly(size)
+        await stream.receive_exactly(2)
+        while b"\n\n" in pending:
+            event, pending = pending.split(b"\n\n", 1)
+            data = b"\n".join(line[6:] for line in event.split(b"\n") if line.startswith(b"data: "))
+            message = json.loads(data)
+            if message.get("method") == "notifications/progress":
+                await on_progress(message["params"])
+            elif "id" in message:
+                answer = data
+        if len(pending) > MAX_EVENT:
+            raise anyio.IncompleteRead
+    await stream.receive_until(b"\r\n", 32)  # the empty trailer
+    return answer

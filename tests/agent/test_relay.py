@@ -1,0 +1,71 @@
+"""The stdio relay's own promises, in this process over real sockets: it dials only this user's Blender (the
+transport's one check, before every new connection), and `list_blenders` tells the model no port."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp import types
+
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.instances import INSTANCES_FOLDER
+from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge
+from hermes_blender.transport import Links
+from tests.scripted_bridge import ScriptedBridge, json_answer
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture
+def listener() -> Iterator[ScriptedBridge]:
+    """Listening where the runtime file says; this test's process (a Python, not a Blender) owns the port."""
+    server = ScriptedBridge(lambda conn, request: conn.sendall(json_answer(request, {"content": []})) or True)
+    yield server
+    server.close()
+
+
+def _published(folder: Path, port: int) -> RuntimeFileSpec:
+    """server.json and this process's own record naming this process, as a bridge in it would publish them."""
+    record = json.dumps(
+        {"http": f"http://127.0.0.1:{port}", "token": "relay-test-token-0123456789", "pid": os.getpid()}
+    )
+    for path in (folder / "server.json", folder / INSTANCES_FOLDER / f"{os.getpid()}.json"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(record)
+        path.chmod(0o600)
+    return RuntimeFileSpec(path=str(folder / "server.json"))
+
+
+def _call(spec: RuntimeFileSpec, name: str) -> types.CallToolResult:
+    async def call() -> types.CallToolResult:
+        links = Links()
+        try:
+            bridge = StdioBridge(BlenderChoice(spec), links)
+            return await bridge.call_tool(None, types.CallToolRequestParams(name=name, arguments={}))
+        finally:
+            await links.close()
+
+    return anyio.run(call)
+
+
+def test_the_relay_sends_nothing_to_a_process_that_is_not_this_users_blender(
+    listener: ScriptedBridge, tmp_path: Path
+) -> None:
+    """A stale runtime file whose port is now held by another program of this user: no connection, no token."""
+    result = _call(_published(tmp_path, listener.port), "get_objects_summary")
+    payload = json.loads(result.content[0].text)
+    assert result.is_error and payload["state"] == "endpoint_unavailable"
+    assert f"pid {os.getpid()}" in payload["detail"] and "nothing was sent" in payload["detail"]
+    assert listener.connections == 0
+
+
+def test_list_blenders_never_shows_the_model_a_port(listener: ScriptedBridge, tmp_path: Path) -> None:
+    result = _call(_published(tmp_path, listener.port), LIST_BLENDERS)
+    text = result.content[0].text
+    assert not result.is_error and json.loads(text)["serving"][0]["pid"] == os.getpid()
+    assert str(listener.port) not in text + json.dumps(result.structured_content)
