@@ -1,0 +1,78 @@
+"""The stdio relay serves the catalogue shipped with the toolkit until it meets a Blender: when that Blender lists
+other tools, the client is told (`notifications/tools/list_changed`) and gets them from then on. Driven by the MCP
+SDK's client over its in-memory JSON-RPC streams, the relay calling a scripted bridge over a real socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from hermes_blender import transport
+from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge, server, shipped_catalogue
+from hermes_blender.transport import Links
+from tests.scripted_bridge import Request, ScriptedBridge, json_answer
+
+from .test_relay import _published
+
+pytestmark = pytest.mark.timeout(60)
+NEW_TOOL = {"name": "a_tool_this_toolkit_never_shipped", "description": "new", "inputSchema": {"type": "object"}}
+
+
+def _session(live: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """One client session: the tools before and after a call reaches a Blender that lists `live`, and the methods
+    of the notifications the client heard."""
+    monkeypatch.setattr(transport, "require_own_blender", lambda endpoint: None)  # the bridge is this test process
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        listing = request.body["method"] == "tools/list"
+        failed = {"content": [{"type": "text", "text": '{"state": "tool_failed"}'}], "isError": True}
+        result = {"tools": live} if listing else failed  # a tool error: the SDK checks no output schema on it
+        conn.sendall(json_answer(request, result))
+        return True
+
+    bridge = ScriptedBridge(answer)
+    heard: list[str] = []
+
+    async def note(message: Any) -> None:
+        heard.append(getattr(message, "method", repr(message)))
+
+    async def run() -> dict[str, Any]:
+        links = Links()
+        relay = server(StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links))
+        try:
+            async with Client(relay, mode="legacy", message_handler=note) as client:
+                before = [tool.name for tool in (await client.list_tools()).tools]
+                for _ in range(2):  # the second call meets the same Blender: nothing new to say
+                    assert (await client.call_tool("get_objects_summary", {})).is_error
+                after = [tool.name for tool in (await client.list_tools()).tools]
+        finally:
+            await links.close()
+        return {"before": before, "after": after, "heard": heard}
+
+    try:
+        return anyio.run(run)
+    finally:
+        bridge.close()
+
+
+def test_a_blender_listing_other_tools_makes_the_relay_say_the_list_changed_and_serve_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shipped = [tool["name"] for tool in shipped_catalogue()]
+    session = _session([*shipped_catalogue(), NEW_TOOL], tmp_path, monkeypatch)
+    assert session["before"] == [*shipped, LIST_BLENDERS]
+    assert session["heard"] == ["notifications/tools/list_changed"], json.dumps(session["heard"])
+    assert session["after"] == [*shipped, NEW_TOOL["name"], LIST_BLENDERS]
+
+
+def test_a_blender_listing_the_shipped_tools_changes_nothing_and_the_client_hears_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = _session(shipped_catalogue(), tmp_path, monkeypatch)
+    assert session["heard"] == [] and session["after"] == session["before"]
