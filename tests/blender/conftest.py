@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
@@ -42,8 +43,14 @@ def factory_scene(addon: ModuleType) -> None:
     bpy.ops.wm.read_homefile(use_factory_startup=True)
 
 
-def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], None] | None = None) -> Any:
-    """Run `client` on a thread while this (main) thread pumps jobs (or runs `serve`, e.g. a bridge's main loop)."""
+def serve_while(
+    dispatcher: Any,
+    client: Callable[[], Any],
+    serve: Callable[[], None] | None = None,
+    done: Callable[[], None] | None = None,
+) -> Any:
+    """Run `client` on a thread while this (main) thread pumps jobs (or runs `serve`, e.g. a bridge's main loop);
+    when the client is through, `done` ends the serving (by default the dispatcher's stop)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
@@ -52,7 +59,7 @@ def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], 
         except BaseException as exc:
             box["error"] = exc
         finally:
-            dispatcher.request_stop()
+            (done or dispatcher.request_stop)()
 
     thread = threading.Thread(target=target)
     thread.start()
@@ -64,6 +71,29 @@ def serve_while(dispatcher: Any, client: Callable[[], Any], serve: Callable[[], 
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def tick_while(client: Callable[[], Any]) -> Any:
+    """Run `client` on a thread while this thread plays Blender's event loop, calling the GUI's timer pump."""
+    runtime = importlib.import_module(f"{ADDON_MODULE}.runtime").RUNTIME
+    finished = threading.Event()
+
+    def tick() -> None:
+        while not finished.is_set():
+            runtime.tick()
+            time.sleep(0.002)
+
+    return serve_while(None, client, tick, finished.set)
+
+
+@pytest.fixture
+def dispatch(addon: ModuleType) -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.dispatch")
+
+
+@pytest.fixture
+def errors(addon: ModuleType) -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.errors")
 
 
 @pytest.fixture

@@ -16,16 +16,6 @@ from hermes_blender.blender_host import ADDON_MODULE
 from .conftest import serve_while
 
 
-@pytest.fixture
-def dispatch(addon: ModuleType) -> ModuleType:
-    return importlib.import_module(f"{ADDON_MODULE}.dispatch")
-
-
-@pytest.fixture
-def errors(addon: ModuleType) -> ModuleType:
-    return importlib.import_module(f"{ADDON_MODULE}.errors")
-
-
 def test_jobs_submitted_from_threads_run_on_the_main_thread(dispatch: ModuleType) -> None:
     dispatcher = dispatch.QueuedDispatcher()
     name = serve_while(dispatcher, lambda: dispatcher.submit(lambda: threading.current_thread().name).wait(10))

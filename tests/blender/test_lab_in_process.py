@@ -19,7 +19,7 @@ from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import modern_request
 from hermes_blender.lab import lab_execute
 
-from .conftest import a_job, serve_while
+from .conftest import a_job, serve_while, tick_while
 
 DEFERRED = """
 import bpy
@@ -52,30 +52,9 @@ def _wait_for(condition: Callable[[], bool], failure: str, timeout: float = 10.0
         time.sleep(0.005)
 
 
-def _pump_gui_while(client: Callable[[], Any]) -> Any:
-    """Run `client` on a thread while this thread plays Blender's event loop, calling the timer."""
-    runtime = importlib.import_module(f"{ADDON_MODULE}.runtime").RUNTIME
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = client()
-        except BaseException as exc:
-            box["error"] = exc
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    while thread.is_alive():
-        runtime.tick()
-        time.sleep(0.002)
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 def test_deferred_results_are_polled_each_tick_in_the_gui(service: ModuleType, tmp_path: Path, runtime: Any) -> None:
     bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=0, mode=service.Mode.GUI))
-    envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), DEFERRED))
+    envelope = tick_while(lambda: lab_execute(_lab_port(bridge), DEFERRED))
     assert envelope == {"status": "ok", "result": {"polls": 3}}
 
 
@@ -95,7 +74,7 @@ def test_a_client_that_leaves_during_a_deferred_job_drops_it_and_the_next_reques
         answer = lab_execute(port, "result = {'next': True}")
         return answer, bpy.app.driver_namespace["polls"] - polls_after_leaving
 
-    answer, polls_since_leaving = _pump_gui_while(leave_then_ask)
+    answer, polls_since_leaving = tick_while(leave_then_ask)
     assert answer == {"status": "ok", "result": {"next": True}}
     assert polls_since_leaving == 0  # dropped, never replayed
 
@@ -146,7 +125,7 @@ def test_a_deferred_result_keeps_what_the_code_printed_before_and_while_polling(
         "    bpy.app.driver_namespace['polls'] += 1\n",
         "    bpy.app.driver_namespace['polls'] += 1\n    print('poll')\n",
     )
-    envelope = _pump_gui_while(lambda: lab_execute(_lab_port(bridge), code))
+    envelope = tick_while(lambda: lab_execute(_lab_port(bridge), code))
     assert envelope["status"] == "ok" and envelope["result"] == {"polls": 3}
     assert envelope["stdout"] == "started\npoll\npoll\npoll\n"
 
@@ -174,7 +153,7 @@ def test_an_mcp_client_that_leaves_during_a_deferred_job_drops_it_too(
         _wait_for(lambda: not bridge.dispatcher.pending(), "a poll was still queued")
         return bpy.app.driver_namespace["polls"] - polls
 
-    assert _pump_gui_while(leave_then_count) == 0  # dropped: no poll after the handler returned
+    assert tick_while(leave_then_count) == 0  # dropped: no poll after the handler returned
 
 
 def test_the_same_code_sent_twice_runs_twice_in_a_fresh_namespace(

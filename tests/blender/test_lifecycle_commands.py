@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 import urllib.request
 from collections.abc import Callable
@@ -21,6 +20,8 @@ import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import modern_request
+
+from .conftest import serve_while, tick_while
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,27 +66,6 @@ def _listening(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def _while(client: Callable[[], Any], serve: Callable[[], None], done: Callable[[], None]) -> Any:
-    """`client` on a thread while this (main) thread runs `serve` until the client calls `done`."""
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = client()
-        except BaseException as exc:
-            box["error"] = exc
-        finally:
-            done()
-
-    thread = threading.Thread(target=target)
-    thread.start()
-    serve()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @pytest.fixture
 def enabled_again(addon: ModuleType) -> Any:
     """The add-on enabled again after a test that had agent code disable it."""
@@ -108,7 +88,7 @@ def test_agent_code_that_disables_the_add_on_gets_its_answer_then_the_bridge_sto
         answer = _call(bridge.runtime_file, DISABLE)
         return answer, _eventually(lambda: runtime.bridge is None)
 
-    answer, stopped = _while(disable_then_see_it_stop, runtime.serve, runtime.request_stop)
+    answer, stopped = serve_while(None, disable_then_see_it_stop, runtime.serve, runtime.request_stop)
     assert answer["isError"] is False and answer["structuredContent"]["result"] == {"asked": True}
     assert stopped  # the bridge stopped by itself once the answer was out, not because the test ended serving
     assert not bridge.runtime_file.exists() and not _listening(bridge.port)
@@ -126,7 +106,7 @@ def test_a_restart_from_agent_code_leaves_exactly_one_new_bridge_serving(
         assert _eventually(lambda: _published_url(old.runtime_file) not in (old.url, None))  # published after it
         return asked, _call(old.runtime_file, "result = {'new': True}")
 
-    asked, after = _while(restart_then_ask_the_new_one, runtime.serve, runtime.request_stop)
+    asked, after = serve_while(None, restart_then_ask_the_new_one, runtime.serve, runtime.request_stop)
     assert asked["isError"] is False and after["structuredContent"]["result"] == {"new": True}
     new = runtime.bridge
     assert new is not None and new is not old and _listening(new.port) and not _listening(old.port)
@@ -138,18 +118,13 @@ def test_a_restart_from_agent_code_in_the_gui_closes_the_old_listener_and_keeps_
     """The GUI once left the old listener running (its callers waited 120 s for `busy`), then its deferred stop
     stopped the new bridge."""
     old = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
-    finished = threading.Event()
-
-    def pump() -> None:
-        while not finished.is_set():
-            runtime.tick()
 
     def restart_then_ask_the_new_one() -> tuple[dict, dict]:
         asked = _call(old.runtime_file, RESTART)
         assert _eventually(lambda: _published_url(old.runtime_file) not in (old.url, None))
         return asked, _call(old.runtime_file, "result = {'new': True}")
 
-    asked, after = _while(restart_then_ask_the_new_one, pump, finished.set)
+    asked, after = tick_while(restart_then_ask_the_new_one)
     for _ in range(20):
         runtime.tick()  # nothing left over stops the new bridge later
     new = runtime.bridge
@@ -162,13 +137,7 @@ def test_the_panels_stop_pressed_by_agent_code_in_the_gui_answers_then_stops(
     service: ModuleType, runtime: Any, tmp_path: Path
 ) -> None:
     bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
-    finished = threading.Event()
-
-    def pump() -> None:
-        while not finished.is_set():
-            runtime.tick()
-
-    answer = _while(lambda: _call(bridge.runtime_file, STOP), pump, finished.set)
+    answer = tick_while(lambda: _call(bridge.runtime_file, STOP))
     runtime.tick()
     assert answer["isError"] is False and runtime.bridge is None and not runtime.pumping
     assert not bridge.runtime_file.exists() and not _listening(bridge.port)

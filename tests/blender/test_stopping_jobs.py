@@ -52,16 +52,6 @@ def runs_then_cleans(agent, cleaned):
 
 
 @pytest.fixture
-def dispatch(addon: ModuleType) -> ModuleType:
-    return importlib.import_module(f"{ADDON_MODULE}.dispatch")
-
-
-@pytest.fixture
-def errors(addon: ModuleType) -> ModuleType:
-    return importlib.import_module(f"{ADDON_MODULE}.errors")
-
-
-@pytest.fixture
 def interrupt(addon: ModuleType) -> ModuleType:
     return importlib.import_module(f"{ADDON_MODULE}.interrupt")
 
