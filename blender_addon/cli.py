@@ -94,9 +94,12 @@ def run(argv: list[str]) -> int:
         RUNTIME.serve()
     finally:
         restore()
+        deadman.settle()  # serving is over, so no job is left to force; the stop's own deadline bounds the rest
         RUNTIME.stop()
-        deadman.settle()
         print(f"{COMMAND}: stopped", flush=True)
+    if RUNTIME.last_error is not None:  # a restart asked by agent code failed: nothing serves
+        print(f"{COMMAND}: error: {RUNTIME.last_error}", file=sys.stderr, flush=True)
+        return 2
     return 0
 
 

@@ -128,7 +128,13 @@ class Execution:
                 return None  # the client left: drop the job, never replay it
             caller.tend(now)
             time.sleep(DEFERRED_POLL)
-            answer = self._dispatcher.call(deferred.poll, LAB_JOB_TIMEOUT)
+            try:
+                answer = self._dispatcher.call(deferred.poll, LAB_JOB_TIMEOUT)
+            except BridgeStopped:  # the code ran, and maybe polls of it: never "not run", which invites a replay
+                raise BridgeStopped(
+                    "the bridge stopped while the code's deferred result was pending; the code ran, and what it "
+                    "changed stays: check the scene before running it again"
+                ) from None
             if answer is not None:
                 return answer
         raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")

@@ -71,6 +71,9 @@ class Runtime:
         if self._ask(Pending(Command.RESTART, config)):
             return None
         self._stop_asked = False  # one asked after the last bridge stopped is not for this one
+        return self._start(config)
+
+    def _start(self, config: BridgeConfig) -> Bridge:
         self.stop()
         try:
             bridge = Bridge(config, config.mode.dispatcher())
@@ -130,12 +133,12 @@ class Runtime:
         pending, self._pending = self._pending, None
         if pending is None:
             return False
-        restart = pending.config if pending.command is Command.RESTART and not self._stop_asked else None
-        self.stop()
-        if restart is None:
+        restart = pending.config if pending.command is Command.RESTART else None
+        self.stop()  # up to the stop policy's deadline: a stop asked meanwhile still counts
+        if restart is None or self._stop_asked:
             return False
         try:
-            self.start(restart)
+            self._start(restart)
         except BridgeError:
             return False  # logged, and shown in the panel
         return True
@@ -145,8 +148,7 @@ class Runtime:
         bridge = self._bridge
         if bridge is None or not bridge.dispatcher.in_job():
             return False
-        if self._pending is None or pending.command is Command.RESTART:
-            self._pending = pending
+        self._pending = pending  # the last word counts: a stop after a restart stops
         bridge.dispatcher.stop_after_job()
         return True
 
@@ -161,7 +163,8 @@ class Runtime:
         try:
             ran = dispatcher.run_pending(GUI_BUDGET)
             if dispatcher.stop_requested():
-                self.carry_out()
+                if not self.carry_out():
+                    self.stop()  # asked from outside a job (`request_stop`): nothing waits to be carried out
                 return ACTIVE_INTERVAL if self._bridge is not None else None
         except Exception:
             log.logger.exception("the timer pump caught an error; it keeps running")

@@ -188,16 +188,16 @@ class Bridge:
             raise BridgeError("the interactive Blender serves from its timer pump; nothing calls serve()")
 
     def close(self) -> None:
-        """Release waiting jobs, stop listening and withdraw the runtime file if it is still ours.
+        """Release waiting jobs, withdraw the runtime file if it is still ours, and stop listening.
 
         Jobs first: a connection thread waiting on a queued job then answers its client with a
         clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
         """
         self._dispatcher.close()
         self.execution.close()
+        self.withdraw()  # first: the answers still going out may take the stop policy's seconds
         self._listeners.close()
         self._dispatcher.interrupter.uninstall()
-        self.withdraw()
 
     def withdraw(self) -> None:
         """Take the runtime file back if it still names this bridge (safe from any thread: it only touches files)."""

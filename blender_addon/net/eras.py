@@ -174,9 +174,6 @@ class Handshake(Era):
         """Each session's running requests by id, for `notifications/cancelled`."""
 
     def admit(self, request: Request, method: str, params: dict[str, Any]) -> str | None:
-        header_version = request.header(versions.VERSION_HEADER)
-        if header_version is not None and header_version not in versions.HANDSHAKE:
-            raise Refused(RpcError(INVALID_REQUEST, f"unsupported {versions.VERSION_HEADER} {header_version!r}"), 400)
         session = request.header(SESSION_HEADER)
         if not session:
             missing = f"missing {SESSION_HEADER}: send initialize first, or use _meta ({versions.STATELESS})"

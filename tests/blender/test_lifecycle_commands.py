@@ -141,3 +141,71 @@ def test_the_panels_stop_pressed_by_agent_code_in_the_gui_answers_then_stops(
     runtime.tick()
     assert answer["isError"] is False and runtime.bridge is None and not runtime.pumping
     assert not bridge.runtime_file.exists() and not _listening(bridge.port)
+
+
+@pytest.mark.parametrize("mode", ["GUI", "EMBEDDED", "BACKGROUND"])
+def test_the_last_command_of_a_job_counts_a_stop_after_a_restart_stops(
+    service: ModuleType, runtime: Any, tmp_path: Path, mode: str
+) -> None:
+    """A stop asked after a restart in one job once left a new bridge serving (in the GUI even with the add-on
+    disabled, so that nothing could stop it any more)."""
+    bridge = runtime.start(
+        service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode[mode])
+    )
+    code = f"from {ADDON_MODULE}.runtime import RUNTIME\nRUNTIME.start(RUNTIME.bridge.config)\nRUNTIME.stop()\nresult = {{}}"
+
+    def ask_then_see_it_stop() -> tuple[dict, bool]:
+        answer = _call(bridge.runtime_file, code)
+        return answer, _eventually(lambda: runtime.bridge is None and _published_url(bridge.runtime_file) is None)
+
+    if mode == "GUI":
+        answer, stopped = tick_while(ask_then_see_it_stop)
+        for _ in range(20):
+            runtime.tick()
+    else:
+        answer, stopped = serve_while(None, ask_then_see_it_stop, runtime.serve, runtime.request_stop)
+    assert answer["isError"] is False and stopped
+    assert runtime.bridge is None  # and stays so: no restart came after the stop
+
+
+@pytest.mark.parametrize("mode", ["EMBEDDED", "BACKGROUND"])
+def test_a_stop_asked_while_a_restart_is_carried_out_is_kept(
+    service: ModuleType, runtime: Any, tmp_path: Path, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal that came while the old bridge closed (its answers may take the stop policy's seconds) was lost:
+    the new bridge started and served on."""
+    bridge = runtime.start(
+        service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode[mode])
+    )
+    close = type(bridge).close
+
+    def close_with_a_signal_meanwhile(self: Any) -> None:
+        runtime.request_stop()
+        close(self)
+
+    monkeypatch.setattr(type(bridge), "close", close_with_a_signal_meanwhile)
+    answer = serve_while(None, lambda: _call(bridge.runtime_file, RESTART), runtime.serve, lambda: None)
+    assert answer["isError"] is False and runtime.bridge is None and not bridge.runtime_file.exists()
+
+
+def test_a_deferred_result_cut_short_by_a_stop_says_the_code_ran(
+    service: ModuleType, runtime: Any, tmp_path: Path
+) -> None:
+    """It once said "the request was not run", which invites running the code again."""
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
+    code = (
+        f"from {ADDON_MODULE}.runtime import RUNTIME\ndef check_is_finished():\n    RUNTIME.stop()\n    return None\n"
+    )
+    answer = tick_while(lambda: _call(bridge.runtime_file, code))
+    error = json.loads(answer["content"][0]["text"])
+    assert answer["isError"] is True and error["state"] == "stopped" and "the code ran" in error["error"]
+
+
+def test_in_the_gui_a_stop_asked_from_outside_a_job_stops_the_bridge(
+    service: ModuleType, runtime: Any, tmp_path: Path
+) -> None:
+    """`request_stop` once left the GUI's bridge serving and its timer spinning."""
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
+    runtime.request_stop()
+    assert runtime.tick() is None
+    assert runtime.bridge is None and not runtime.pumping and not bridge.runtime_file.exists()

@@ -261,3 +261,52 @@ def test_sigterm_during_a_render_ends_blender_without_waiting_for_the_render(own
 def _ignore_failure_of(call: Callable[[], object]) -> None:
     with contextlib.suppress(OSError, ToolCallFailed):  # the bridge went away while the call waited
         call()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
+def test_sigterm_while_an_answer_waits_for_a_client_that_never_reads_withdraws_the_file_and_exits_cleanly(
+    own_blender: HeadlessBlender,
+) -> None:
+    """The stop lets an answer being written go out for its deadline; the deadman (for a job held in C) once cut
+    that short and ended the process with the runtime file still naming it."""
+    record = json.loads(own_blender.runtime_file.read_text())
+    code = "result = {'x': 'a' * 60_000_000}"
+    body, headers = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": code}})
+    head = "".join(f"{key}: {value}\r\n" for key, value in headers.items())
+    port = int(record["http"].rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as reader:
+        reader.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        reader.sendall(
+            (
+                f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {record['token']}\r\n{head}"
+                f"Content-Length: {len(body)}\r\n\r\n"
+            ).encode()
+            + body
+        )
+        assert reader.recv(1)  # the answer has begun, and nobody reads the rest
+        pid = own_blender.pid
+        os.kill(pid, signal.SIGTERM)
+        assert psutil.Process(pid).wait(60) == 0, own_blender.log_tail()
+    assert not own_blender.runtime_file.exists()
+    assert not (own_blender.runtime_file.parent / "servers" / f"{pid}.json").exists()
+    assert "without waiting for a job" not in own_blender.log_tail()
+
+
+def test_a_restart_asked_by_agent_code_that_cannot_start_ends_the_process_with_its_error(
+    own_blender: HeadlessBlender,
+) -> None:
+    """Nothing serves after it, so the command line says why and exits 2 (it once said "stopped" and exited 0)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        taken = busy.getsockname()[1]
+        code = (
+            f"import dataclasses\nfrom {ADDON_MODULE}.runtime import RUNTIME\n"
+            f"RUNTIME.start(dataclasses.replace(RUNTIME.bridge.config, port={taken}))\nresult = {{}}"
+        )
+        client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+        answer = asyncio.run(client.call_tool("execute_blender_code", {"code": code}))
+        assert not answer.is_error
+        assert psutil.Process(own_blender.pid).wait(60) == 2, own_blender.log_tail()
+    assert "error: could not start listening" in own_blender.log_tail() or "in use" in own_blender.log_tail()
+    assert not own_blender.runtime_file.exists()
