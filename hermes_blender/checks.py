@@ -14,6 +14,7 @@ from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
 from .contract.gate import install_refusals
 from .contract.host import HostFacts, serving_blender_problem
+from .contract.launcher import check_launcher, runs_the_relay
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness, published_fields, read_live_endpoint
 from .contract.locate import blender_cli_version, where_searched
 from .contract.package import PluginPackage, load_plugin
@@ -99,12 +100,24 @@ def _server_status(
 ) -> ServerStatus:
     server = package.mcp_servers.get(name, {})
     probe: Connect | None = None
-    if connect and server.get("type") == "streamable-http":
+    if connect and (server.get("type") == "streamable-http" or runs_the_relay(server)):
         probe = _mcp_round_trip
     elif connect and "BLENDER_MCP_PORT" in server.get("env", {}):
         probe = partial(_lab_round_trip, int(server["env"]["BLENDER_MCP_PORT"]))
     status = _with_serving_blender(compose(name, declaration, host, connect=probe, title=APP_TITLE), declaration, host)
-    return _with_log_path(_with_cli_version(status, declaration, host), declaration, host)
+    return _with_launcher(_with_log_path(_with_cli_version(status, declaration, host), declaration, host), server, host)
+
+
+def _with_launcher(status: ServerStatus, server: dict[str, Any], host: HostFacts) -> ServerStatus:
+    """The command Hermes starts the server with (its own uv, or the toolkit on PATH). A missing one means no
+    tools whatever Blender does, so it is named in a row and a warning; the state stays Blender's (and Hermes's),
+    and the row says "not found" rather than FAIL where Hermes may keep its tools elsewhere (a packaged Hermes)."""
+    launcher = check_launcher(server, host)
+    if launcher is None:
+        return status
+    row = Check("launcher", True if launcher.ok else (None if launcher.uncertain else False), launcher.detail)
+    warnings = status.warnings if launcher.problem is None else (*status.warnings, launcher.problem)
+    return replace(status, checks=(row, *status.checks), warnings=warnings)
 
 
 def _mcp_round_trip(endpoint: LiveEndpoint) -> None:

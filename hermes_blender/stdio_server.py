@@ -9,6 +9,14 @@ nowhere else: not argv, not the environment, not stdout (the protocol) or the lo
 Blender cannot be reached, the call answers at once as a tool error whose JSON carries the named
 state, the one user action and the retry policy, the same sentences as `status`.
 
+Hermes runs this server from its plugin's mcp.json with `HERMES_BLENDER_CLIENT=hermes` in the environment
+(`CLIENT_ENV`): Hermes counts every `isError` answer as a strike of its circuit breaker and, after three in a
+row, pauses the server for 60 s behind its own sentence ("rejected the last 3 calls ... fix the arguments"),
+also once Blender is back. For that client an answer saying Blender cannot be reached before anything was sent
+is an ordinary result carrying the same JSON: nothing was rejected, and the next call after Blender starts gets
+the scene. Hermes's own clientInfo (`mcp` 0.1.0, the Python SDK's default) names no client, so the launch line
+says which client it is. Every other client keeps `isError`.
+
 One link to the bridge is kept while the runtime file names the same Blender (`transport.Links`: opening an
 MCP session costs more than a call); a new endpoint opens a new one. The transport checks before every new
 connection that the pid is this user's Blender owning its port.
@@ -18,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -42,6 +51,10 @@ log = logging.getLogger("hermes_blender.mcp")
 
 NAME = "blender"
 APP = "Blender"
+CLIENT_ENV = "HERMES_BLENDER_CLIENT"
+"""Set by the client's launch line (the Hermes plugin's mcp.json says `hermes`); unset for every other client."""
+STATES_AS_RESULTS = frozenset({"hermes"})
+"""Clients whose circuit breaker counts an `isError` answer as a failed call: Blender's absence is a result there."""
 LIST_BLENDERS = "list_blenders"
 """The one tool of this server's own: which Blenders serve, and which one this session talks to."""
 
@@ -75,12 +88,21 @@ def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.Ca
     )
 
 
-def unavailable(state: str, detail: str) -> types.CallToolResult:
-    """A call Blender could not take: the named state, its one action and retry policy, as `status` says them."""
+def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
+    """A call Blender could not take: the named state, its one action and retry policy, as `status` says them.
+
+    `as_result`: nothing was sent to Blender, so nothing was rejected; for a client whose breaker counts tool
+    errors (Hermes) the same JSON is an ordinary result (with it as structured content), never `isError`."""
     reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
     payload = {"state": state, "error": f"{reason} {action}".strip(), "user_action": action, "retry": retry}
     payload["detail"] = detail
-    return _text_result(payload, is_error=True)
+    return _text_result(payload, is_error=not as_result)
+
+
+def states_as_results(env: dict[str, str] | None = None) -> bool:
+    """Whether the launch line names a client whose breaker must not count Blender's absence (Hermes)."""
+    client = (os.environ if env is None else env).get(CLIENT_ENV, "")
+    return client.strip().lower() in STATES_AS_RESULTS
 
 
 @dataclass
@@ -152,12 +174,22 @@ def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | 
 class StdioBridge:
     """The handlers: the shipped catalogue, and each call forwarded to the Blender this session talks to."""
 
-    def __init__(self, choice: BlenderChoice, links: Links) -> None:
+    def __init__(self, choice: BlenderChoice, links: Links, *, states_as_results: bool = False) -> None:
         self._choice = choice
         self._links = links
-        self._tools = [types.Tool.model_validate(tool) for tool in shipped_catalogue()]
+        self._states_as_results = states_as_results
+        """Blender's absence (found before anything is sent) answers as a result, not `isError` (Hermes)."""
+        self._tools = self._served([types.Tool.model_validate(tool) for tool in shipped_catalogue()])
         self._checked_pids: set[int] = set()
         """Blenders whose own catalogue was compared with the one served (once each)."""
+
+    def _served(self, tools: list[types.Tool]) -> list[types.Tool]:
+        """The tools as this client gets them. Where Blender's absence is a result (Hermes), without output
+        schemas: an SDK client refuses a result whose structured content does not match the tool's schema, and
+        Hermes shows the model no output schema (it renders the text and structured content it receives)."""
+        if not self._states_as_results:
+            return tools
+        return [tool.model_copy(update={"output_schema": None}) for tool in tools]
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[*self._tools, *_own_tools()])
@@ -171,17 +203,27 @@ class StdioBridge:
             arguments = {"name": params.name, "arguments": params.arguments or {}}
             answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
             result = types.CallToolResult.model_validate(answer)
-            if endpoint.pid not in self._checked_pids:
-                self._checked_pids.add(endpoint.pid)
-                if await self._catalogue_changed(link):
-                    await ctx.session.send_tool_list_changed()
-        except LiveEndpointUnavailable as exc:
-            return unavailable(exc.state, str(exc))
-        except ToolCallFailed as exc:
+        except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
+            return unavailable(exc.state, str(exc), as_result=self._states_as_results)
+        except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
             return unavailable("endpoint_unavailable", str(exc))
+        if endpoint.pid not in self._checked_pids:
+            await self._check_catalogue(ctx, link, endpoint.pid)
         if note is not None:
             result.content.append(types.TextContent(type="text", text=note))
         return result
+
+    async def _check_catalogue(self, ctx: Any, link: BridgeLink, pid: int) -> None:
+        """Once per Blender, after its first answer: the call's own answer never depends on this (a call that
+        restarted the bridge would otherwise lose its answer to the catalogue's request, and invite a replay)."""
+        try:
+            changed = await self._catalogue_changed(link)
+        except (BlenderBridgeError, MCPError) as exc:
+            log.warning("could not ask Blender (pid %s) for its tools: %s; asking again at the next call", pid, exc)
+            return
+        self._checked_pids.add(pid)
+        if changed:
+            await ctx.session.send_tool_list_changed()
 
     async def _list_blenders(self) -> types.CallToolResult:
         serving = []
@@ -202,7 +244,7 @@ class StdioBridge:
 
     async def _catalogue_changed(self, link: BridgeLink) -> bool:
         """Whether this Blender lists other tools than those served; if so they are served from now on."""
-        live = types.ListToolsResult.model_validate(await link.request("tools/list", {})).tools
+        live = self._served(types.ListToolsResult.model_validate(await link.request("tools/list", {})).tools)
         if [tool.model_dump(mode="json") for tool in live] == [tool.model_dump(mode="json") for tool in self._tools]:
             return False
         log.warning("this Blender's tools differ from the catalogue shipped with the toolkit; serving its own")
@@ -256,9 +298,12 @@ def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = Non
     """Serve MCP on stdin/stdout until the client closes stdin; a call is given up after `inactivity` seconds
     without a byte from Blender (a streamed answer's progress included), or at its tool's own limit."""
 
+    as_results = states_as_results()
+
     async def main() -> None:
         links = Links(inactivity)
-        app = server(StdioBridge(BlenderChoice(spec, pinned=pid, wanted_file=file), links))
+        bridge = StdioBridge(BlenderChoice(spec, pinned=pid, wanted_file=file), links, states_as_results=as_results)
+        app = server(bridge)
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
         try:

@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Prepare the Blender Lab MCP server's uv environment before Hermes first connects to it.
+"""Prepare the plugin's uv environments before Hermes first connects to them.
 
-The first `uv tool run` of the pinned server clones and builds it, which takes longer than a
-normal MCP connection timeout. This runs the exact command from mcp.json once, with `--help`
-in place of the server's own arguments, so the next start is quick. Standard library only:
-it works with `uv run scripts/warm_uv.py` and with plain `python scripts/warm_uv.py`.
+Hermes starts both servers of the plugin with `uv tool run`: `blender` (the blender-bridge toolkit's relay,
+pinned to this plugin's version) and `blender_lab` (the official Blender Lab server, pinned to a commit). The
+first run of each clones and builds it, which can take longer than a normal MCP connection timeout. This runs
+the exact command from mcp.json once per server, with `--help` in place of the server's own arguments, so the
+next start is quick (uv keeps the built environment in its cache, which Hermes's own uv reads too: Hermes passes
+HOME and XDG_* to its servers). Standard library only: it works with `uv run scripts/warm_uv.py` and with plain
+`python scripts/warm_uv.py`.
 """
 
 from __future__ import annotations
@@ -77,6 +80,19 @@ def load_command(mcp_json: Path, server: str) -> tuple[list[str], dict[str, str]
     command = [entry["command"], *(expand(arg) for arg in entry.get("args", []))]
     env = {key: expand(value) for key, value in entry.get("env", {}).items()}
     return command, env
+
+
+def uv_servers(mcp_json: Path) -> list[str]:
+    """The servers mcp.json starts with `uv tool run`, in its order: what there is to warm."""
+    try:
+        servers = json.loads(mcp_json.read_text(encoding="utf-8"))["mcpServers"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise WarmError(f"cannot read the servers of {mcp_json}: {exc}") from None
+    return [
+        name
+        for name, entry in servers.items()
+        if isinstance(entry, dict) and entry.get("command") == "uv" and entry.get("args", [])[:2] == ["tool", "run"]
+    ]
 
 
 def warm_command(command: list[str]) -> list[str]:
@@ -178,23 +194,37 @@ def main(argv: list[str] | None = None) -> int:
         default=ROOT / "hermes_plugin" / "mcp.json",
         help="the plugin's mcp.json (default: this repository's)",
     )
-    parser.add_argument("--server", default="blender_lab", help="the stdio server to warm (default: blender_lab)")
+    parser.add_argument("--server", help="the one stdio server to warm (default: every `uv tool run` server)")
     parser.add_argument(
         "--timeout", type=float, default=DEFAULT_TIMEOUT, help=f"seconds before giving up (default {DEFAULT_TIMEOUT:g})"
     )
     args = parser.parse_args(argv)
     try:
-        command, env = load_command(args.mcp_json, args.server)
+        servers = [args.server] if args.server else uv_servers(args.mcp_json)
+    except WarmError as exc:
+        print(f"warm_uv: {exc}", file=sys.stderr, flush=True)
+        return 1
+    failed = 0
+    for server in servers:
+        try:
+            failed += warm(args.mcp_json, server, args.timeout)
+        except KeyboardInterrupt:
+            return 130
+    return 1 if failed else 0
+
+
+def warm(mcp_json: Path, server: str, timeout: float) -> int:
+    """Warm one server; 0 when it is ready, 1 when it failed (and said why on stderr)."""
+    try:
+        command, env = load_command(mcp_json, server)
         warm = warm_command(command)
         check_tools(warm)
-        print(f"warming {args.server}: {' '.join(warm)}", flush=True)
-        elapsed = run(warm, env, args.timeout, out=lambda line: print(line, flush=True))
+        print(f"warming {server}: {' '.join(warm)}", flush=True)
+        elapsed = run(warm, env, timeout, out=lambda line: print(line, flush=True))
     except WarmError as exc:
-        print(f"warm_uv: {args.server}: {exc}", file=sys.stderr, flush=True)
+        print(f"warm_uv: {server}: {exc}", file=sys.stderr, flush=True)
         return 1
-    except KeyboardInterrupt:
-        return 130
-    print(f"ready: {args.server} starts without building next time ({elapsed:.1f} s)", flush=True)
+    print(f"ready: {server} starts without building next time ({elapsed:.1f} s)", flush=True)
     return 0
 
 

@@ -29,8 +29,24 @@ def test_repository_plugin_validates_with_both_servers_declared() -> None:
     package = validate(PLUGIN_ROOT, LINUX)
     assert package.name == "blender-bridge"
     assert set(package.servers) == {"blender", "blender_lab"} == set(package.mcp_servers)
-    assert package.mcp_servers["blender"]["type"] == "streamable-http"
+    assert package.mcp_servers["blender"]["type"] == "stdio"
     assert package.mcp_servers["blender_lab"]["type"] == "stdio"
+
+
+def test_the_blender_server_is_the_relay_at_this_version_through_hermess_own_uv() -> None:
+    """Hermes swaps a bare `uv` for its managed copy; the toolkit is pinned like the official server is."""
+    from hermes_blender import __version__
+    from hermes_blender.stdio_server import CLIENT_ENV
+
+    plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
+    blender = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]["blender"]
+    assert blender["command"] == "uv" and blender["args"][:2] == ["tool", "run"]
+    source = blender["args"][blender["args"].index("--from") + 1]
+    assert source == f"git+https://github.com/blender-bridge/blender-bridge@v{__version__}"
+    assert plugin["version"] == __version__
+    assert blender["args"][-2:] == ["hermes-blender", "mcp"] and blender["env"] == {CLIENT_ENV: "hermes"}
+    declared = servers(plugin)["blender"]
+    assert {"app", "requires", "liveness"} <= set(declared)  # Hermes's install gate and its own verdicts
 
 
 def test_runtime_file_path_and_fields_are_one_contract_on_both_sides() -> None:
@@ -204,8 +220,14 @@ _S = "plugin/extensions/com.nousresearch.hermes/servers"
             _set("mcp/mcpServers/blender", {"type": "sse", "url": "http://127.0.0.1:1/sse"}),
             "mcp.json server 'blender' dropped: unsupported server type 'sse'",
         ),
-        (_set("mcp/mcpServers/blender/url", "http://192.168.1.2:9/mcp"), "non-loopback url must use https"),
-        (_set("mcp/mcpServers/blender/url", "http://user@127.0.0.1:9/mcp"), "must not contain user information"),
+        (
+            _set("mcp/mcpServers/blender", {"type": "streamable-http", "url": "http://192.168.1.2:9/mcp"}),
+            "non-loopback url must use https",
+        ),
+        (
+            _set("mcp/mcpServers/blender", {"type": "streamable-http", "url": "http://user@127.0.0.1:9/mcp"}),
+            "must not contain user information",
+        ),
         (_set("mcp/mcpServers/blender_lab/command", "/usr/bin/uv"), "command must be a bare executable"),
         (_set("mcp/mcpServers/blender_lab/env/PLUGIN_ROOT", "/x"), "reserved PLUGIN_ROOT"),
         (_set("mcp/mcpServers/blender_lab/timeout", 5), "unknown stdio field"),

@@ -76,3 +76,39 @@ def test_a_blender_listing_the_shipped_tools_changes_nothing_and_the_client_hear
 ) -> None:
     session = _session(shipped_catalogue(), tmp_path, monkeypatch)
     assert session["heard"] == [] and session["after"] == session["before"]
+
+
+def test_a_call_whose_blender_goes_away_before_its_tools_are_asked_keeps_its_own_answer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that restarts or stops the bridge is answered, then the relay's own `tools/list` meets no bridge: that
+    failure once replaced the call's answer with `endpoint_unavailable` (a retry would run the code twice)."""
+    monkeypatch.setattr(transport, "require_own_blender", lambda endpoint: None)  # the bridge is this test process
+    done = {
+        "content": [{"type": "text", "text": '{"result": {"ran": 1}}'}],
+        "structuredContent": {"result": {"ran": 1}},
+    }
+    done["isError"] = False
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        if request.body["method"] == "tools/list":
+            return False  # gone before it answers: the connection closes unanswered
+        conn.sendall(json_answer(request, done, extra="Connection: close\r\n"))
+        return False
+
+    bridge = ScriptedBridge(answer)
+
+    async def run() -> Any:
+        links = Links()
+        relay = server(StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links))
+        try:
+            async with Client(relay, mode="legacy") as client:
+                return await client.call_tool("execute_blender_code", {"code": "..."})
+        finally:
+            await links.close()
+
+    try:
+        result = anyio.run(run)
+    finally:
+        bridge.close()
+    assert not result.is_error and json.loads(result.content[0].text) == {"result": {"ran": 1}}

@@ -146,3 +146,49 @@ def test_missing_uv_and_missing_git_are_named(tmp_path: Path, tiny_repo: str) ->
     (only_uv / "uv").symlink_to(shutil.which("uv"))  # type: ignore[arg-type]
     run = _warm(_mcp_json(tmp_path, tiny_repo), path=str(only_uv))
     assert run.returncode == 1 and "git is not installed" in run.stderr
+
+
+def _warm_uv_module():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import warm_uv
+    finally:
+        sys.path.pop(0)
+    return warm_uv
+
+
+def test_the_repository_mcp_json_warms_the_relay_at_this_version_first_then_blender_lab() -> None:
+    from hermes_blender import __version__
+
+    warm_uv = _warm_uv_module()
+    assert warm_uv.uv_servers(PLUGIN_ROOT / "mcp.json") == ["blender", "blender_lab"]  # the default: both
+    command, env = warm_uv.load_command(PLUGIN_ROOT / "mcp.json", "blender")
+    warm = warm_uv.warm_command(command)
+    assert warm == [
+        "uv",
+        "tool",
+        "run",
+        "--from",
+        f"git+https://github.com/blender-bridge/blender-bridge@v{__version__}",
+        "hermes-blender",
+        "--help",
+    ]
+    assert env == {"HERMES_BLENDER_CLIENT": "hermes"}
+
+
+def test_warming_the_relay_builds_the_toolkit_hermes_will_start(tmp_path: Path) -> None:
+    """The shipped entry with its source pointed at this checkout (as tests/hermes does): the toolkit builds and
+    answers `--help`, so Hermes's first start of `blender` finds it in uv's cache."""
+    mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())
+    args = mcp["mcpServers"]["blender"]["args"]
+    args[args.index("--from") + 1] = str(REPO_ROOT)
+    (tmp_path / "mcp.json").write_text(json.dumps(mcp))
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--mcp-json", str(tmp_path / "mcp.json"), "--server", "blender"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"warming blender: uv tool run --from {REPO_ROOT} hermes-blender --help" in run.stdout
+    assert "ready: blender" in run.stdout and "mcp" in run.stdout  # the toolkit's own help names its commands

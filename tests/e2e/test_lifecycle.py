@@ -79,13 +79,14 @@ def test_killed_blender_leaves_a_stale_file_that_reads_as_app_not_running(own_bl
 
 
 def test_missing_runtime_file_never_falls_back(tmp_path: Path) -> None:
-    """`status` reads mcp.json, so it knows the placeholder URL: here the decoy is that URL."""
+    """`status` reads mcp.json: a `blender` entry that is the HTTP endpoint itself (the shape before the plugin ran
+    the relay, and what a user may still write) has a URL, and that URL is never dialled: here it is the decoy."""
     decoy = Decoy()
     plugin = tmp_path / "plugin"
     plugin.mkdir()
     shutil.copy(PLUGIN_ROOT / "plugin.json", plugin)
     mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())
-    mcp["mcpServers"]["blender"]["url"] = f"http://127.0.0.1:{decoy.port}/mcp"
+    mcp["mcpServers"]["blender"] = {"type": "streamable-http", "url": f"http://127.0.0.1:{decoy.port}/mcp"}
     (plugin / "mcp.json").write_text(json.dumps(mcp))
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()

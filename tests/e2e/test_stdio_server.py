@@ -14,6 +14,7 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
@@ -195,3 +196,25 @@ def test_progress_from_blender_reaches_the_client_through_the_relay(tmp_path: Pa
     assert words and words <= {"part 1", "part 2", "part 3"}
     progress = [p for p, _, _ in heard]
     assert progress == sorted(set(progress))
+
+
+def test_a_first_call_that_restarts_the_bridge_answers_with_what_it_did(tmp_path: Path) -> None:
+    """The relay asks a Blender for its tools after its first answer; that request once met the restart the call
+    asked for, and its failure replaced the call's own answer with `endpoint_unavailable` (a retry ran it twice)."""
+    runtime_file = tmp_path / "Blender" / "server.json"
+    code = (
+        f"import bpy\nfrom {ADDON_MODULE}.runtime import RUNTIME\n"
+        "scene = bpy.context.scene\nscene['ran'] = scene.get('ran', 0) + 1\n"
+        "RUNTIME.start(RUNTIME.bridge.config)\nresult = {'ran': scene['ran']}"
+    )
+
+    async def body(client: Client) -> tuple[Any, Any]:
+        first = await client.call_tool("execute_blender_code", {"code": code})
+        again = await client.call_tool("execute_blender_code", {"code": "result = {'ran': bpy.context.scene['ran']}"})
+        return first, again
+
+    with HeadlessBlender(runtime_file):
+        (first, again), _ = _session(runtime_file, body)
+    assert not first.is_error, first.content
+    assert json.loads(first.content[0].text)["result"] == {"ran": 1}
+    assert not again.is_error and json.loads(again.content[0].text)["result"] == {"ran": 1}

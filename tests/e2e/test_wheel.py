@@ -63,7 +63,7 @@ def test_the_installed_wheel_validates_checks_and_calls_without_bpy(installed: P
 
     validated = _run(installed, "validate", "--json", home=tmp_path)
     assert validated.returncode == 0 and json.loads(validated.stdout)["servers"] == {
-        "blender": "streamable-http",
+        "blender": "stdio",
         "blender_lab": "stdio",
     }
 

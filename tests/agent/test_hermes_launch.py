@@ -1,0 +1,111 @@
+"""The Hermes plugin's `blender` server: the relay, launched by Hermes's own uv, answering Blender's absence so
+that Hermes's circuit breaker does not count it; every other client keeps `isError`. `status` names the launcher."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from hermes_blender.checks import status_report
+from hermes_blender.contract.host import HostFacts
+from hermes_blender.contract.launcher import check_launcher, managed_uv, runs_the_relay
+from hermes_blender.contract.package import load_plugin
+from hermes_blender.stdio_server import CLIENT_ENV, states_as_results, unavailable
+from tests.conftest import PLUGIN_ROOT
+
+MCP = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]
+
+
+def _host(tmp_path: Path, path: str = "") -> HostFacts:
+    return HostFacts(os="linux", env={"HOME": str(tmp_path), "HERMES_HOME": str(tmp_path / "hermes"), "PATH": path})
+
+
+def _provision_uv(tmp_path: Path) -> Path:
+    """Hermes's package manager's record of its uv, in the shape tests/hermes/managed_uv.py writes with PM's code."""
+    store = tmp_path / "hermes" / "tools"
+    (store / "uv-0.12.3-linux-x64").mkdir(parents=True)
+    uv = store / "uv-0.12.3-linux-x64" / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    facts = {"schema": 1, "packages": {"uv": {"entry": "uv-0.12.3-linux-x64", "version": "0.12.3"}}}
+    (store / "facts.json").write_text(json.dumps(facts))
+    return uv
+
+
+def test_only_the_launch_line_that_names_hermes_makes_states_results() -> None:
+    assert MCP["blender"]["env"] == {CLIENT_ENV: "hermes"} and states_as_results(MCP["blender"]["env"])
+    assert not states_as_results({}) and not states_as_results({CLIENT_ENV: "claude-code"})
+    for_hermes, for_others = unavailable("app_not_running", "x", as_result=True), unavailable("app_not_running", "x")
+    assert for_hermes.is_error is False and for_others.is_error is True
+    assert json.loads(for_hermes.content[0].text) == json.loads(for_others.content[0].text)
+
+
+def _session(runtime_file: Path, env: dict[str, str]) -> tuple[Any, Any]:
+    command = [sys.executable, "-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)]
+    server = StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, **env})
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(stdio_client(server), read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+            tools = await client.list_tools()
+            summary = next(tool for tool in tools.tools if tool.name == "get_objects_summary")
+            return summary, await client.call_tool("get_objects_summary", {})
+
+    return asyncio.run(main())
+
+
+@pytest.mark.timeout(120)
+def test_through_a_real_stdio_session_hermes_gets_a_result_and_other_clients_an_error(tmp_path: Path) -> None:
+    """The official SDK client validates a result against the tool's output schema: Hermes's list has none."""
+    runtime_file = tmp_path / "Blender" / "server.json"  # nothing has published here
+    tool, result = _session(runtime_file, {CLIENT_ENV: "hermes"})
+    assert result.is_error is False and tool.output_schema is None
+    assert json.loads(result.content[0].text)["state"] == "app_not_running"
+    tool, result = _session(runtime_file, {CLIENT_ENV: ""})
+    assert result.is_error is True and tool.output_schema is not None
+    assert json.loads(result.content[0].text)["state"] == "app_not_running"
+
+
+def test_the_shipped_blender_server_runs_the_relay() -> None:
+    assert runs_the_relay(MCP["blender"]) and not runs_the_relay(MCP["blender_lab"])
+    assert runs_the_relay({"type": "stdio", "command": "hermes-blender", "args": ["mcp"]})
+
+
+def test_status_names_hermess_missing_uv_and_finds_it_where_hermes_keeps_it(tmp_path: Path) -> None:
+    host = _host(tmp_path)
+    missing = check_launcher(MCP["blender"], host)
+    assert missing is not None and not missing.ok and missing.problem and "hermes pm install uv" in missing.problem
+    report = status_report(load_plugin(PLUGIN_ROOT), host, connect=False, only="blender")
+    [server] = report["servers"]
+    assert server["checks"][0]["name"] == "launcher" and server["checks"][0]["ok"] is None
+    assert any("hermes pm install uv" in warning for warning in server["warnings"])
+
+    uv = _provision_uv(tmp_path)
+    assert managed_uv(host) == uv
+    git = tmp_path / "bin" / "git"
+    git.parent.mkdir()
+    git.write_text("#!/bin/sh\n")
+    git.chmod(0o755)
+    found = check_launcher(MCP["blender"], _host(tmp_path, str(git.parent)))
+    assert found is not None and found.ok and str(uv) in found.detail and found.problem is None
+    no_git = check_launcher(MCP["blender"], host)
+    assert no_git is not None and not no_git.ok and no_git.problem and "install Git" in no_git.problem
+
+
+def test_status_names_a_missing_toolkit_where_the_command_is_the_toolkit(tmp_path: Path) -> None:
+    server = {"type": "stdio", "command": "hermes-blender", "args": ["mcp"]}
+    missing = check_launcher(server, _host(tmp_path))
+    assert missing is not None and not missing.ok and missing.problem and "toolkit" in missing.problem
+    exe = tmp_path / "bin" / "hermes-blender"
+    exe.parent.mkdir()
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    found = check_launcher(server, _host(tmp_path, str(exe.parent)))
+    assert found is not None and found.ok
