@@ -14,7 +14,7 @@ from .client import BridgeClient
 from .contract.declaration import ServerDeclaration
 from .contract.gate import install_refusals
 from .contract.host import HostFacts, serving_blender_problem
-from .contract.launcher import check_launcher, runs_the_relay
+from .contract.launcher import check_launcher, hermes_home_of, runs_the_relay
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, parse_liveness, published_fields, read_live_endpoint
 from .contract.locate import blender_cli_version, where_searched
 from .contract.package import PluginPackage, load_plugin
@@ -66,11 +66,18 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
     ]
     return {
         "plugin": package.name,
-        "ready": any(status.ready for status in statuses) and all(status.ready or status.off for status in statuses),
+        "ready": any(status.ready for status in statuses)
+        and all(status.ready or status.off for status in statuses)
+        and not any(_cannot_launch(status) for status in statuses),
         "servers": [status.payload() for status in statuses],
         "instances": [instance.payload() for instance in _instances(package, host)],
         "warnings": duplicate_server_warnings(package, host) + _split_by_version(statuses),
     }
+
+
+def _cannot_launch(status: ServerStatus) -> bool:
+    """Hermes cannot start this server (its launcher is certainly missing): no tools, whatever Blender does."""
+    return any(check.name == "launcher" and check.ok is False for check in status.checks)
 
 
 def _instances(package: PluginPackage, host: HostFacts) -> list[Instance]:
@@ -229,7 +236,7 @@ def _with_cli_version(status: ServerStatus, declaration: ServerDeclaration, host
 
 def duplicate_server_warnings(package: PluginPackage, host: HostFacts) -> list[str]:
     """Hermes keeps only the first server of a name: say so when another installed plugin has ours."""
-    hermes_home = Path(host.expand(host.env.get("HERMES_HOME") or "~/.hermes"))
+    hermes_home = hermes_home_of(host)
     warnings: list[str] = []
     for mcp_json in sorted(hermes_home.glob("plugins/*/mcp.json")):
         if mcp_json.parent.resolve() == package.root.resolve() or _plugin_name(mcp_json.parent) == package.name:

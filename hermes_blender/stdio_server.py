@@ -45,7 +45,7 @@ from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
 from .stdio_wire import stdio_streams
 from .time_limits import SILENCE
-from .transport import BridgeLink, Links, OnProgress, request_once
+from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
 
 log = logging.getLogger("hermes_blender.mcp")
 
@@ -205,6 +205,8 @@ class StdioBridge:
             result = types.CallToolResult.model_validate(answer)
         except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
             return unavailable(exc.state, str(exc), as_result=self._states_as_results)
+        except TokenRefused as exc:  # refused at the bridge's gate: nothing ran, like a state read from the file
+            return unavailable("endpoint_unavailable", str(exc), as_result=self._states_as_results)
         except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
             return unavailable("endpoint_unavailable", str(exc))
         if endpoint.pid not in self._checked_pids:

@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import ErrorData
 
 from .contract.liveness import LiveEndpoint, require_own_blender
-from .errors import ToolCallFailed
+from .errors import LiveEndpointUnavailable, ToolCallFailed
 from .protocol import versions
 from .time_limits import SILENCE, limit_of
 
@@ -70,9 +70,13 @@ class AnswerOverdue(ToolCallFailed):
     """The answer did not end within the request's limit (its tool's own, or the caller's); it was cancelled."""
 
 
-def token_refused(endpoint: LiveEndpoint) -> ToolCallFailed:
+class TokenRefused(ToolCallFailed):
+    """The bridge refused the runtime file's token at its gate (HTTP 401): nothing ran."""
+
+
+def token_refused(endpoint: LiveEndpoint) -> TokenRefused:
     """A 401 from the endpoint the runtime file names: that file's token is not the bridge's."""
-    return ToolCallFailed(
+    return TokenRefused(
         f"Blender at {endpoint.url} refused the token from {endpoint.runtime_file} (HTTP 401): the file is "
         "stale or was written by another program; restart the bridge in Blender, then try again"
     )
@@ -132,6 +136,7 @@ class BridgeLink:
         """One request and its answer. A kept connection that ended before any byte of an answer came gets the
         request once more on a new one, as HTTP clients do: the bridge never closes a connection after a request
         passed its gate without answering it (README › Decisions), so that request never ran."""
+        resent = False
         while self._idle:
             kept = self._idle.pop()
             if _stale(kept):
@@ -140,9 +145,19 @@ class BridgeLink:
             try:
                 return await self._send(kept, request, on_progress, clock)
             except _ClosedBeforeAnswer:
+                resent = True
                 break
         try:
-            return await self._send(await self._dial(), request, on_progress, clock)
+            connection = await self._dial()
+        except LiveEndpointUnavailable as gone:
+            if not resent:
+                raise  # nothing was sent: the state the runtime file and the process say
+            raise ToolCallFailed(  # sent, and the Blender went away before answering: it may have run
+                f"Blender at {self.endpoint.url} went away after the request was sent and before any answer ({gone}); "
+                "the call may have run: read the scene before repeating it"
+            ) from None
+        try:
+            return await self._send(connection, request, on_progress, clock)
         except _ClosedBeforeAnswer as closed:
             raise anyio.EndOfStream from closed
 

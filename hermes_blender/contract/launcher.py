@@ -28,10 +28,15 @@ class LauncherCheck:
     """Not found where Hermes keeps it by default; a packaged Hermes (Docker, Nix) may keep it elsewhere."""
 
 
-def hermes_tools_store(host: HostFacts) -> Path:
-    """Where Hermes's package manager keeps its tools: `<Hermes home>/tools` (HERMES_HOME, else the default)."""
+def hermes_home_of(host: HostFacts) -> Path:
+    """Hermes's home as Hermes finds it: HERMES_HOME, else its platform default (`hermes_constants`)."""
     home = host.env.get("HERMES_HOME") or ("%LOCALAPPDATA%/hermes" if host.os == "win32" else "~/.hermes")
-    return host.expand_path(home) / "tools"
+    return host.expand_path(home)
+
+
+def hermes_tools_store(host: HostFacts) -> Path:
+    """Where Hermes's package manager keeps its tools: `<Hermes home>/tools`."""
+    return hermes_home_of(host) / "tools"
 
 
 def managed_uv(host: HostFacts, name: str = "uv") -> Path | None:

@@ -109,3 +109,64 @@ def test_status_names_a_missing_toolkit_where_the_command_is_the_toolkit(tmp_pat
     exe.chmod(0o755)
     found = check_launcher(server, _host(tmp_path, str(exe.parent)))
     assert found is not None and found.ok
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("client", ["hermes", ""], ids=["hermes", "any-other-client"])
+def test_a_call_blender_ran_before_it_died_stays_an_error_for_every_client(tmp_path: Path, client: str) -> None:
+    """The call went out on a kept connection, Blender ran it and died before answering: the resend then finds
+    the pid dead, which once read as "nothing was sent to it", a result for Hermes. It may have run: an error."""
+    from hermes_blender.headless import HeadlessBlender
+
+    runtime_file = tmp_path / "Blender" / "server.json"
+    ran = tmp_path / "ran"
+    code = f"import os, signal\nopen({str(ran)!r}, 'w').close()\nos.kill(os.getpid(), signal.SIGKILL)"
+    command = [sys.executable, "-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)]
+    server = StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, CLIENT_ENV: client})
+
+    async def main() -> Any:
+        async with Client(stdio_client(server), read_timeout_seconds=60) as client_session:  # type: ignore[arg-type]
+            assert not (await client_session.call_tool("get_objects_summary", {})).is_error  # a connection kept
+            return await client_session.call_tool("execute_blender_code", {"code": code})
+
+    with HeadlessBlender(runtime_file):
+        result = asyncio.run(main())
+    assert ran.exists()  # it ran
+    assert result.is_error is True, result.content
+    assert "may have run" in result.content[0].text
+
+
+@pytest.mark.timeout(180)
+def test_a_token_the_bridge_refuses_at_its_gate_is_a_state_hermes_does_not_count_as_a_failure(tmp_path: Path) -> None:
+    """A stale token is refused before anything runs, as honest a state as a closed Blender: three of them in a row
+    once tripped Hermes's breaker, which kept the tools paused after the file was right again."""
+    from hermes_blender.headless import HeadlessBlender
+
+    runtime_file = tmp_path / "Blender" / "server.json"
+    with HeadlessBlender(runtime_file) as blender:
+        for record in (runtime_file, runtime_file.parent / "servers" / f"{blender.pid}.json"):
+            record.write_text(record.read_text().replace(json.loads(record.read_text())["token"], "A" * 43))
+        _, for_hermes = _session(runtime_file, {CLIENT_ENV: "hermes"})
+        _, for_others = _session(runtime_file, {CLIENT_ENV: ""})
+    assert for_hermes.is_error is False and for_others.is_error is True
+    for result in (for_hermes, for_others):
+        assert json.loads(result.content[0].text)["state"] == "endpoint_unavailable" and "401" in result.content[0].text
+
+
+@pytest.mark.timeout(180)
+def test_status_is_not_ready_where_hermes_cannot_start_the_server_though_blender_answers(tmp_path: Path) -> None:
+    """Hermes's uv there but no Git: Hermes has no tools, so `status` must not say ready (it once exited 0)."""
+    from hermes_blender.headless import HeadlessBlender
+
+    _provision_uv(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "blender").write_text("#!/bin/sh\necho 'Blender 5.1.2'\n")
+    (bin_dir / "blender").chmod(0o755)
+    host = _host(tmp_path, str(bin_dir))
+    with HeadlessBlender(tmp_path / "AppData" / "Local" / "Blender" / "server.json"):
+        report = status_report(load_plugin(PLUGIN_ROOT), host, connect=True, only="blender")
+    [server] = report["servers"]
+    assert server["state"] == "ready"  # Blender's side is fine, as Hermes's own verdict would say
+    assert server["checks"][0] == {**server["checks"][0], "name": "launcher", "ok": False}
+    assert report["ready"] is False
