@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +19,7 @@ from hermes_blender.contract.declaration import parse_server_declaration
 from hermes_blender.contract.host import HostFacts
 from hermes_blender.contract.package import load_plugin
 from hermes_blender.errors import ContractError
-from tests.conftest import PLUGIN_ROOT
+from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 from .conftest import servers
 
@@ -42,8 +43,13 @@ def test_the_blender_server_is_the_relay_at_this_version_through_hermess_own_uv(
     blender = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]["blender"]
     assert blender["command"] == "uv" and blender["args"][:2] == ["tool", "run"]
     source = blender["args"][blender["args"].index("--from") + 1]
-    assert source == f"git+https://github.com/blender-bridge/blender-bridge@v{__version__}"
+    repository, _, commit = source.rpartition("@")
+    assert repository == "git+https://github.com/blender-bridge/blender-bridge" and re.fullmatch("[0-9a-f]{40}", commit)
     assert plugin["version"] == __version__
+    pinned = subprocess.run(
+        ["git", "show", f"{commit}:pyproject.toml"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout  # a commit of this history (never a tag: a tag can be moved), whose toolkit is the plugin's version
+    assert f'\nversion = "{__version__}"\n' in pinned
     assert blender["args"][-2:] == ["hermes-blender", "mcp"] and blender["env"] == {CLIENT_ENV: "hermes"}
     declared = servers(plugin)["blender"]
     assert {"app", "requires", "liveness"} <= set(declared)  # Hermes's install gate and its own verdicts

@@ -158,7 +158,6 @@ def _warm_uv_module():
 
 
 def test_the_repository_mcp_json_warms_the_relay_at_this_version_first_then_blender_lab() -> None:
-    from hermes_blender import __version__
 
     warm_uv = _warm_uv_module()
     assert warm_uv.uv_servers(PLUGIN_ROOT / "mcp.json") == ["blender", "blender_lab"]  # the default: both
@@ -169,7 +168,7 @@ def test_the_repository_mcp_json_warms_the_relay_at_this_version_first_then_blen
         "tool",
         "run",
         "--from",
-        f"git+https://github.com/blender-bridge/blender-bridge@v{__version__}",
+        json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]["blender"]["args"][3],
         "hermes-blender",
         "--help",
     ]

