@@ -155,6 +155,8 @@ class Interrupter:
         self._began = job_processes.NO_JOB
         """Where the running job began, to tell the processes it started (job_processes.py)."""
         self._tool_id: int | None = None
+        self._lines_on = False
+        """Whether this job turned the line events on (only then are lines it switched off watched again)."""
 
     def install(self) -> None:
         """Main thread, as its dispatcher starts serving: the signal that raises JobInterrupted, and the line
@@ -297,8 +299,13 @@ class Interrupter:
                 _MONITORING.set_events(self._tool_id, _MONITORING.events.LINE if on else 0)
             except ValueError:
                 return  # not ours any more: claimed again before the next job
-            if not on:
-                _MONITORING.restart_events()  # lines switched off with DISABLE are watched again next time
+            # Lines switched off with DISABLE are watched again next time: after a job whose lines were watched
+            # only, since a restart makes every function re-check itself at its next call (tens of µs a job).
+            if on:
+                self._lines_on = True
+            elif self._lines_on:
+                self._lines_on = False
+                _MONITORING.restart_events()
 
 
 def _raise_in(thread_id: int, exception: type[BaseException] | None) -> None:

@@ -3,7 +3,7 @@
 C's `system()` waits for its child again when a signal interrupts the wait, so `os.system("sleep 150")` held a job
 (and every client behind it) past its deadline until the child exited. A job's processes are told apart from
 Blender's own and earlier jobs' by a mark taken as it begins: a clock read and, on Linux, the children the job's
-thread already has (one small file, about 15 µs), so a process an earlier job left running is spared even when it
+thread already has (one small file, about 6 µs), so a process an earlier job left running is spared even when it
 began within the same clock tick. Past the deadline the descendants of this process that began since the mark, in
 no subtree the mark holds, are killed. The process table is read only then: Linux reads /proc; macOS asks `ps`
 (start times to the second, and no children in the mark: a process started in the second before the job counts
@@ -63,12 +63,21 @@ def _now() -> float:
 
 
 def _thread_children() -> frozenset[int]:
+    """Read with os calls: through pathlib and a text file it cost about 25 µs of every job, 6 µs so."""
     if not sys.platform.startswith("linux"):
         return frozenset()
     try:
-        listing = Path(f"/proc/self/task/{threading.get_native_id()}/children").read_text()
+        fd = os.open(f"/proc/self/task/{threading.get_native_id()}/children", os.O_RDONLY)
     except OSError:  # a kernel without CONFIG_PROC_CHILDREN: the start times alone decide
         return frozenset()
+    try:
+        listing = b""
+        while chunk := os.read(fd, 65536):
+            listing += chunk
+    except OSError:
+        return frozenset()
+    finally:
+        os.close(fd)
     return frozenset(int(pid) for pid in listing.split())
 
 

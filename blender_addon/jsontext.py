@@ -16,8 +16,12 @@ class RawJson(str):
     """JSON text already serialised once, spliced into a reply instead of being encoded again."""
 
 
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+"""One encoder for every call (it holds only these settings): `json.dumps` with arguments builds one per call."""
+
+
 def dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return _ENCODER.encode(value)
 
 
 SPLICE_DEPTH = 2

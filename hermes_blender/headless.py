@@ -25,6 +25,8 @@ from .resources import ADDON_SOURCE
 
 STOP_TIMEOUT = 3.0
 """Seconds a stopping bridge gets before Blender is killed: the bridge's own stop takes at most about one."""
+POLL_INTERVAL = 0.02
+"""Seconds between two looks at the runtime file while Blender starts."""
 EXIT_TIMEOUT = 30.0
 """Seconds a Blender whose bridge has stopped gets to exit (Blender's own teardown, slow on a loaded machine)."""
 
@@ -125,7 +127,7 @@ class HeadlessBlender:
                 endpoint = None
             if endpoint is not None and endpoint.pid == self._process.pid:
                 return endpoint
-            time.sleep(0.02)
+            time.sleep(POLL_INTERVAL)
         self.stop()
         raise HeadlessStartError(
             f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}"

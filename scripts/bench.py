@@ -36,7 +36,8 @@ from blender_addon.net.admission import BACKLOG  # noqa: E402
 from hermes_blender.blender_host import ADDON_MODULE  # noqa: E402
 from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402
-from hermes_blender.headless import HeadlessBlender  # noqa: E402
+from hermes_blender.errors import ToolCallFailed  # noqa: E402
+from hermes_blender.headless import POLL_INTERVAL, HeadlessBlender  # noqa: E402
 from hermes_blender.lab import lab_exchange, lab_execute  # noqa: E402
 from hermes_blender.stdio_server import shipped_catalogue  # noqa: E402
 from tests.sdk_client import SdkClient  # noqa: E402
@@ -845,9 +846,22 @@ OFFICIAL_ADDON = (
 )
 
 
-def official_stack(checkout: Path, n: int) -> dict[str, dict[str, float]]:
-    """The official server (stdio, its own venv) against its own add-on (in this bpy, its background loop) and
-    against our Lab listener: the same calls, the same client, the same machine. Nothing of it is kept here."""
+OFFICIAL_CALLS = {"get_objects_summary": {}, "execute_blender_code": {"code": "result = {}"}}
+"""What the official server is asked, the same for every target: its own snippet for the summary, agent code."""
+READY_FLOOR = (
+    "import socket\nimport bpy\nsock = socket.create_server(('127.0.0.1', {port}))\nconn, _ = sock.accept()\n"
+    "data = b''\nwhile b'\\0' not in data:\n    data += conn.recv(65536)\n"
+    'conn.sendall(b\'{{"status":"ok","result":{{}}}}\\0\')\nconn.close()\nsock.close()'
+)
+"""The floor of a Blender process's start: import bpy, listen, answer one Lab request, nothing else."""
+
+
+def official_stack(checkout: Path, n: int, ready_samples: int) -> dict[str, dict[str, float]]:
+    """The official server (stdio, its own venv) in front of three targets alive at once: its own add-on (in this
+    bpy, its background loop), our Lab listener (a background Blender as `serve` starts it) and a raw TCP echo (the
+    floor of the server itself). One session per target; the calls alternate target by target, call by call, the
+    order rotating each round, so every target meets the same machine. Then the time each takes to answer its first request, alternated too.
+    Nothing of the checkout is kept here."""
     stats: dict[str, dict[str, float]] = {}
     port = _free_port()
     addon = subprocess.Popen(
@@ -855,51 +869,136 @@ def official_stack(checkout: Path, n: int) -> dict[str, dict[str, float]]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
+    echo = InlineFloor()
     try:
         _wait_for_port(port)
-        for tool, figures in _through_official_server(checkout, port, n).items():
-            stats[f"official stack: {tool} (official server -> official add-on)"] = figures
+        with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json", lab_port=0):
+            lab_port = int(json.loads((Path(folder) / "server.json").read_text())["lab"].rsplit(":", 1)[1])
+            targets = {"official": port, "ours": lab_port, "floor": echo.port}
+            figures = _through_official_server(checkout, targets, n)
     finally:
+        echo.close()
         addon.terminate()
         addon.wait(30)
-    with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json", lab_port=0):
-        lab_port = int(json.loads((Path(folder) / "server.json").read_text())["lab"].rsplit(":", 1)[1])
-        for tool, figures in _through_official_server(checkout, lab_port, n).items():
-            stats[f"official server -> our Lab listener: {tool}"] = figures
+    floor = figures["floor"]["execute_blender_code"]
+    stats["floor: official server -> raw TCP echo: execute_blender_code"] = floor
+    for tool in OFFICIAL_CALLS:
+        official, ours = figures["official"][tool], figures["ours"][tool]
+        if tool == "execute_blender_code":
+            official = {**official, "ratio_p50": official["p50"] / floor["p50"]}
+            ours = {**ours, "ratio_p50": ours["p50"] / floor["p50"]}
+        stats[f"official stack: {tool} (official server -> official add-on)"] = official
+        stats[f"official server -> our Lab listener: {tool}"] = {
+            **ours,
+            "vs_official_p50": ours["p50"] / official["p50"],
+            "vs_official_p95": ours["p95"] / official["p95"],
+        }
+    stats.update(ready_beside_official(checkout, ready_samples))
     return stats
 
 
-def _through_official_server(checkout: Path, port: int, n: int) -> dict[str, dict[str, float]]:
+def _through_official_server(checkout: Path, targets: dict[str, int], n: int) -> dict[str, dict[str, dict[str, float]]]:
+    from contextlib import AsyncExitStack
+
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    server = StdioServerParameters(
-        command=OFFICIAL_SERVER[0],
-        args=OFFICIAL_SERVER[1:],
-        env={**os.environ, "BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": str(port)},
-        cwd=str(checkout / "mcp"),
-    )
-    calls = {"get_objects_summary": {}, "execute_blender_code": {"code": "result = {}"}}
+    def server(port: int) -> StdioServerParameters:
+        return StdioServerParameters(
+            command=OFFICIAL_SERVER[0],
+            args=OFFICIAL_SERVER[1:],
+            env={**os.environ, "BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": str(port)},
+            cwd=str(checkout / "mcp"),
+        )
 
-    async def run() -> dict[str, list[float]]:
+    async def run() -> dict[str, dict[str, list[float]]]:
+        samples: dict[str, dict[str, list[float]]] = {name: {tool: [] for tool in OFFICIAL_CALLS} for name in targets}
         with open(os.devnull, "w") as quiet:  # the server logs every request to stderr
-            return await calls_through(quiet)
-
-    async def calls_through(quiet: Any) -> dict[str, list[float]]:
-        samples: dict[str, list[float]] = {tool: [] for tool in calls}
-        async with stdio_client(server, errlog=quiet) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            for i in range(n + 10):
-                for tool, arguments in calls.items():
-                    started = time.perf_counter()
-                    result = await session.call_tool(tool, arguments)
-                    if result.is_error:
-                        raise RuntimeError(f"{tool} failed through the official server: {result.content}")
-                    if i >= 10:
-                        samples[tool].append(time.perf_counter() - started)
+            async with AsyncExitStack() as stack:
+                sessions = {}
+                for name, port in targets.items():
+                    read, write = await stack.enter_async_context(stdio_client(server(port), errlog=quiet))
+                    sessions[name] = await stack.enter_async_context(ClientSession(read, write))
+                    await sessions[name].initialize()
+                names = list(sessions)
+                for i in range(n + 10):
+                    order = names[i % len(names) :] + names[: i % len(names)]  # each target first, second, last
+                    for tool, arguments in OFFICIAL_CALLS.items():
+                        for name in order:
+                            session = sessions[name]
+                            if name == "floor" and tool != "execute_blender_code":
+                                continue  # the echo answers an empty result, which only the code tool passes on
+                            started = time.perf_counter()
+                            result = await session.call_tool(tool, arguments)
+                            elapsed = time.perf_counter() - started
+                            if result.is_error:
+                                raise RuntimeError(f"{tool} failed through the official server: {result.content}")
+                            if i >= 10:
+                                samples[name][tool].append(elapsed)
         return samples
 
-    return {tool: percentiles(samples) for tool, samples in asyncio.run(run()).items()}
+    return {
+        name: {tool: percentiles(times) for tool, times in tools.items() if times}
+        for name, tools in asyncio.run(run()).items()
+    }
+
+
+def ready_beside_official(checkout: Path, samples: int) -> dict[str, dict[str, float]]:
+    """Process start -> the first answered Lab `execute`, alternated: the floor (import bpy, listen, answer), the
+    official add-on (its background loop, as OFFICIAL_ADDON starts it) and ours the way `hermes-blender serve`
+    starts it (HeadlessBlender: a background Blender, the add-on enabled in a private folder, the runtime file
+    published, the Lab listener on). Each is polled the same way, every HeadlessBlender.POLL_INTERVAL; the order
+    rotates from one round to the next."""
+    times: dict[str, list[float]] = {"floor": [], "official": [], "ours": []}
+    names = list(times)
+    for i in range(samples):
+        for name in names[i % len(names) :] + names[: i % len(names)]:  # each one first, second and last in turn
+            times[name].append(_ready(name, checkout))
+    floor, official, ours = (percentiles(times[name]) for name in ("floor", "official", "ours"))
+    return {
+        "ready floor: import bpy, listen, answer one Lab request": floor,
+        "ready: official add-on (start -> first answer)": {**official, "ratio_p50": official["p50"] / floor["p50"]},
+        "ready: serve with our Lab listener (start -> runtime file -> first Lab answer)": {
+            **ours,
+            "ratio_p50": ours["p50"] / floor["p50"],
+            "vs_official_p50": ours["p50"] / official["p50"],
+            "vs_official_p95": ours["p95"] / official["p95"],
+        },
+    }
+
+
+def _ready(name: str, checkout: Path) -> float:
+    if name == "ours":
+        with tempfile.TemporaryDirectory() as folder:
+            runtime_file = Path(folder) / "server.json"
+            started = time.perf_counter()
+            with HeadlessBlender(runtime_file, lab_port=0):
+                lab_port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
+                lab_exchange(lab_port, READY_REQUEST)
+                return time.perf_counter() - started
+    port = _free_port()
+    if name == "official":
+        code = OFFICIAL_ADDON.format(addon=str(checkout / "addon"), port=str(port))
+    else:
+        code = READY_FLOOR.format(port=port)
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                lab_exchange(port, READY_REQUEST)
+                return time.perf_counter() - started
+            except ToolCallFailed:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the {name} Blender never answered") from None
+                time.sleep(POLL_INTERVAL)
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+READY_REQUEST = json.dumps({"type": "execute", "code": "result = {}", "strict_json": False}).encode() + b"\0"
 
 
 def _free_port() -> int:
@@ -990,6 +1089,9 @@ def main(argv: list[str] | None = None) -> int:
         help="also run the official Blender Lab stack from this source checkout (upstream 4309a39), beside ours",
     )
     parser.add_argument(
+        "--official-only", action="store_true", help="with --official-stack: only the official stack's rows"
+    )
+    parser.add_argument(
         "--million", action="store_true", help="add 1,000,000-object scenes to the scale table (minutes, about 4 GiB)"
     )
     parser.add_argument(
@@ -1017,6 +1119,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.python:
         return compare_lines(args.python, quick=args.quick, as_json=args.json)
+    if args.official_only:
+        if args.official_stack is None:
+            parser.error("--official-only needs --official-stack CHECKOUT")
+        rows = official_stack(args.official_stack.resolve(), 100 if args.quick else 500, 3 if args.quick else 10)
+        report = {"machine": machine(), "latency": rows}
+        print(json.dumps(report, indent=2) if args.json else "\n".join(official_lines(report)))
+        return 0
     n = 200 if args.quick else 1000
     report: dict[str, Any] = {"machine": machine(), "latency": {}, "throughput": [], "scale": []}
     latency = report["latency"]
@@ -1095,7 +1204,7 @@ def main(argv: list[str] | None = None) -> int:
     report["scale"] = scale_table(scale_sizes)
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     if args.official_stack is not None:
-        latency.update(official_stack(args.official_stack.resolve(), n // 10))
+        latency.update(official_stack(args.official_stack.resolve(), n // 5, 3 if args.quick else 7))
     report["time_to_ready"] = time_to_ready(3 if args.quick else 5)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
@@ -1133,6 +1242,21 @@ def compare_lines(pythons: list[Path], *, quick: bool, as_json: bool) -> int:
     return 0
 
 
+def official_lines(report: dict[str, Any]) -> list[str]:
+    """The official stack's rows as printed: the ratio column is ours against the official add-on's."""
+    m = report["machine"]
+    lines = [f"machine: {m['cpu']}, {m['cores']} cores, {m['os']}, Python {m['python']}, bpy {m['bpy']}", ""]
+    width = max(len(name) for name in report["latency"])
+    lines.append(
+        f"{'path':<{width}} {'p50 ms':>9} {'p95 ms':>9} {'n':>5} {'x floor':>8} {'ours/off p50':>13} {'p95':>6}"
+    )
+    for name, s in report["latency"].items():
+        ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
+        versus = f"{s['vs_official_p50']:>13.2f} {s['vs_official_p95']:>6.2f}" if "vs_official_p50" in s else ""
+        lines.append(f"{name:<{width}} {s['p50']:>9.3f} {s['p95']:>9.3f} {s['n']:>5} {ratio:>8} {versus}")
+    return lines
+
+
 def render(report: dict[str, Any]) -> str:
     m = report["machine"]
     lines = [
@@ -1144,6 +1268,8 @@ def render(report: dict[str, Any]) -> str:
     for name, s in report["latency"].items():
         ratio = f"{s['ratio_p50']:.2f}" if "ratio_p50" in s else ""
         frame = f"  (one frame {s['frame_p50']:.0f} ms)" if "frame_p50" in s else ""
+        if "vs_official_p50" in s:
+            frame += f"  (ours/official: p50 {s['vs_official_p50']:.2f}x, p95 {s['vs_official_p95']:.2f}x)"
         lines.append(f"{name:<{width}} {s['p50']:>8.3f} {s['p95']:>8.3f} {s['p99']:>8.3f} {ratio:>8}{frame}")
     lines += ["", f"{'throughput (get_objects_summary, keep-alive HTTP)':<64} {'calls/s':>8} {'errors':>8}"]
     for t in report["throughput"]:
