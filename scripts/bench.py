@@ -32,6 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from hermes_bench import hermes_beside_official  # noqa: E402
+
 from blender_addon.net.admission import BACKLOG  # noqa: E402
 from hermes_blender.blender_host import ADDON_MODULE  # noqa: E402
 from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
@@ -1123,6 +1125,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.official_stack is None:
             parser.error("--official-only needs --official-stack CHECKOUT")
         rows = official_stack(args.official_stack.resolve(), 100 if args.quick else 500, 3 if args.quick else 10)
+        rows.update(hermes_beside_official(args.official_stack.resolve(), 30 if args.quick else 100))
         report = {"machine": machine(), "latency": rows}
         print(json.dumps(report, indent=2) if args.json else "\n".join(official_lines(report)))
         return 0
@@ -1205,6 +1208,7 @@ def main(argv: list[str] | None = None) -> int:
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     if args.official_stack is not None:
         latency.update(official_stack(args.official_stack.resolve(), n // 5, 3 if args.quick else 7))
+        latency.update(hermes_beside_official(args.official_stack.resolve(), n // 10))
     report["time_to_ready"] = time_to_ready(3 if args.quick else 5)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
