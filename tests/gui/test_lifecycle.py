@@ -228,9 +228,11 @@ def test_agent_code_that_restarts_the_bridge_gets_its_answer_and_leaves_one_new_
     then stopped the new bridge: the restart is now carried out by the timer pump after the job."""
     old = read_live_endpoint(own_gui.spec)
     assert own_gui.code(RESTART) == {}
+    new = own_gui.wait_for_bridge()  # the old bridge withdraws its file first, then the new one publishes
     deadline = time.monotonic() + 30
-    while (new := read_live_endpoint(own_gui.spec)).url == old.url and time.monotonic() < deadline:
+    while new.url == old.url and time.monotonic() < deadline:
         time.sleep(0.05)
+        new = own_gui.wait_for_bridge()
     assert new.pid == own_gui.pid and new.url != old.url
     assert own_gui.code("result = {'new': True}") == {"new": True}
     time.sleep(1.0)  # long enough for any stop left over to have stopped the new bridge, as it once did
