@@ -47,7 +47,7 @@ def test_pump_latency_and_idle_cost_are_measured_and_logged(gui: GuiBlender) -> 
 
     figures = {
         "idle_interval_s": gui.probe(
-            "import sys\nresult = sys.modules['bl_ext.user_default.hermes_bridge.dispatch'].IDLE_INTERVAL"
+            "import sys\nresult = sys.modules['bl_ext.user_default.hermes_bridge.runtime'].IDLE_INTERVAL"
         ),
         "back_to_back_ms": {
             "p50": _percentile([s[0] for s in back_to_back], 0.5),
