@@ -17,11 +17,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -31,15 +29,15 @@ sys.path.insert(0, str(ROOT / "scripts"))
 ROW = "Hermes get_objects_summary: plugin as shipped (relay -> bridge) vs official stack (blmcp -> add-on)"
 
 
-def percentiles(samples: list[float]) -> dict[str, float]:
-    ordered = sorted(samples)
-    pick = lambda q: ordered[min(len(ordered) - 1, int(q * len(ordered)))]  # noqa: E731
-    return {"p50": pick(0.50) * 1000, "p95": pick(0.95) * 1000, "p99": pick(0.99) * 1000, "n": len(ordered)}
-
-
 def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, float]]:
     """Both rows in ms, the ratio ours/official on our row (`vs_official_p50`, `vs_official_p95`)."""
-    from bench import OFFICIAL_ADDON, OFFICIAL_SERVER  # the official stack exactly as bench.py runs it
+    from bench import (  # the official stack exactly as bench.py runs it, measured the same way
+        OFFICIAL_ADDON,
+        OFFICIAL_SERVER,
+        _free_port,
+        _wait_for_port,
+        percentiles,
+    )
 
     from hermes_blender.headless import HeadlessBlender
     from tests.hermes.conftest import HermesHost, ensure_hermes_python
@@ -82,23 +80,6 @@ def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, 
             "vs_official_p95": ours["p95"] / theirs["p95"],
         },
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _wait_for_port(port: int, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError(f"the official add-on never listened on port {port}")
 
 
 def main(argv: list[str] | None = None) -> int:
