@@ -99,6 +99,20 @@ def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.Ca
     return _text_result(payload, is_error=not as_result)
 
 
+NOT_RUN = frozenset({"busy"})
+"""Blender's own answers for a call it never began (its main thread did not take it in time): for Hermes, results."""
+
+
+def _state_of(result: types.CallToolResult) -> str | None:
+    """The state a tool error's JSON text names, if any."""
+    first = result.content[0] if result.content else None
+    try:
+        payload = json.loads(first.text) if isinstance(first, types.TextContent) else None
+    except ValueError:
+        return None
+    return payload.get("state") if isinstance(payload, dict) else None
+
+
 def states_as_results(env: dict[str, str] | None = None) -> bool:
     """Whether the launch line names a client whose breaker must not count Blender's absence (Hermes)."""
     client = (os.environ if env is None else env).get(CLIENT_ENV, "")
@@ -209,6 +223,8 @@ class StdioBridge:
             return unavailable("endpoint_unavailable", str(exc), as_result=self._states_as_results)
         except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
             return unavailable("endpoint_unavailable", str(exc))
+        if self._states_as_results and result.is_error and _state_of(result) in NOT_RUN:
+            result.is_error = False  # Blender never began it: nothing was rejected, as for a state read from the file
         if endpoint.pid not in self._checked_pids:
             await self._check_catalogue(ctx, link, endpoint.pid)
         if note is not None:

@@ -170,3 +170,48 @@ def test_status_is_not_ready_where_hermes_cannot_start_the_server_though_blender
     assert server["state"] == "ready"  # Blender's side is fine, as Hermes's own verdict would say
     assert server["checks"][0] == {**server["checks"][0], "name": "launcher", "ok": False}
     assert report["ready"] is False
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("state, counts", [("busy", False), ("execution_error", True), ("interrupted", True)])
+def test_for_hermes_only_an_answer_blender_never_began_is_a_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, state: str, counts: bool
+) -> None:
+    """`busy`: Blender's main thread never took the call (not run), so Hermes's breaker must not count it; a script's
+    error or a call stopped at its deadline ran, and stays an error for Hermes too."""
+    import socket
+
+    import anyio
+
+    from hermes_blender import transport
+    from hermes_blender.stdio_server import BlenderChoice, StdioBridge, server
+    from tests.scripted_bridge import Request, ScriptedBridge, json_answer
+
+    from .test_relay import _published
+
+    monkeypatch.setattr(transport, "require_own_blender", lambda endpoint: None)  # the bridge is this test process
+    refused = {"content": [{"type": "text", "text": json.dumps({"state": state, "error": "x"})}], "isError": True}
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        listing = request.body["method"] == "tools/list"
+        conn.sendall(json_answer(request, {"tools": []} if listing else refused))
+        return True
+
+    bridge = ScriptedBridge(answer)
+
+    async def call(as_results: bool) -> Any:
+        links = transport.Links()
+        relay = server(
+            StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links, states_as_results=as_results)
+        )
+        try:
+            async with Client(relay, mode="legacy") as client:
+                return await client.call_tool("execute_blender_code", {"code": "..."})
+        finally:
+            await links.close()
+
+    try:
+        for_hermes, for_others = anyio.run(call, True), anyio.run(call, False)
+    finally:
+        bridge.close()
+    assert for_hermes.is_error is counts and for_others.is_error is True
