@@ -181,13 +181,10 @@ def test_for_hermes_only_an_answer_blender_never_began_is_a_result(
     error or a call stopped at its deadline ran, and stays an error for Hermes too."""
     import socket
 
-    import anyio
-
     from hermes_blender import transport
-    from hermes_blender.stdio_server import BlenderChoice, StdioBridge, server
     from tests.scripted_bridge import Request, ScriptedBridge, json_answer
 
-    from .test_relay import _published
+    from .test_relay import _published, relayed_call
 
     monkeypatch.setattr(transport, "require_own_blender", lambda endpoint: None)  # the bridge is this test process
     refused = {"content": [{"type": "text", "text": json.dumps({"state": state, "error": "x"})}], "isError": True}
@@ -199,19 +196,10 @@ def test_for_hermes_only_an_answer_blender_never_began_is_a_result(
 
     bridge = ScriptedBridge(answer)
 
-    async def call(as_results: bool) -> Any:
-        links = transport.Links()
-        relay = server(
-            StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links, states_as_results=as_results)
-        )
-        try:
-            async with Client(relay, mode="legacy") as client:
-                return await client.call_tool("execute_blender_code", {"code": "..."})
-        finally:
-            await links.close()
-
     try:
-        for_hermes, for_others = anyio.run(call, True), anyio.run(call, False)
+        spec = _published(tmp_path, bridge.port)
+        for_hermes = relayed_call(spec, "execute_blender_code", states_as_results=True)
+        for_others = relayed_call(spec, "execute_blender_code")
     finally:
         bridge.close()
     assert for_hermes.is_error is counts and for_others.is_error is True

@@ -41,6 +41,24 @@ def _published(folder: Path, port: int) -> RuntimeFileSpec:
     return RuntimeFileSpec(path=str(folder / "server.json"))
 
 
+def relayed_call(spec: RuntimeFileSpec, tool: str, *, states_as_results: bool = False) -> types.CallToolResult:
+    """One call through the real relay, driven by the SDK's client over its in-memory streams."""
+    from mcp import Client
+
+    from hermes_blender.stdio_server import server
+
+    async def run() -> types.CallToolResult:
+        links = Links()
+        relay = server(StdioBridge(BlenderChoice(spec), links, states_as_results=states_as_results))
+        try:
+            async with Client(relay, mode="legacy") as client:
+                return await client.call_tool(tool, {"code": "..."} if tool == "execute_blender_code" else {})
+        finally:
+            await links.close()
+
+    return anyio.run(run)
+
+
 def _call(spec: RuntimeFileSpec, name: str) -> types.CallToolResult:
     async def call() -> types.CallToolResult:
         links = Links()

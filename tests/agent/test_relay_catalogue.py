@@ -18,7 +18,7 @@ from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridg
 from hermes_blender.transport import Links
 from tests.scripted_bridge import Request, ScriptedBridge, json_answer
 
-from .test_relay import _published
+from .test_relay import _published, relayed_call
 
 pytestmark = pytest.mark.timeout(60)
 NEW_TOOL = {"name": "a_tool_this_toolkit_never_shipped", "description": "new", "inputSchema": {"type": "object"}}
@@ -98,17 +98,8 @@ def test_a_call_whose_blender_goes_away_before_its_tools_are_asked_keeps_its_own
 
     bridge = ScriptedBridge(answer)
 
-    async def run() -> Any:
-        links = Links()
-        relay = server(StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links))
-        try:
-            async with Client(relay, mode="legacy") as client:
-                return await client.call_tool("execute_blender_code", {"code": "..."})
-        finally:
-            await links.close()
-
     try:
-        result = anyio.run(run)
+        result = relayed_call(_published(tmp_path, bridge.port), "execute_blender_code")
     finally:
         bridge.close()
     assert not result.is_error and json.loads(result.content[0].text) == {"result": {"ran": 1}}
