@@ -21,7 +21,11 @@ def _classes() -> tuple[type, ...]:
         prefs.HermesBridgePreferences,
         operators.HERMES_BRIDGE_OT_start,
         operators.HERMES_BRIDGE_OT_stop,
+        operators.HERMES_BRIDGE_OT_undo_agent_step,
+        operators.HERMES_BRIDGE_OT_cancel_task,
+        operators.HERMES_BRIDGE_OT_restore_checkpoint,
         ui.HERMES_BRIDGE_PT_panel,
+        ui.HERMES_BRIDGE_PT_agent,
     )
 
 

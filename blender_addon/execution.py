@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-import bpy
-
 from . import dispatch, log
+from .agent_history import AgentHistory
+from .changes import Scene
+from .checkpoints import Checkpoints
 from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
 from .net.caller import ANYONE, Caller, Progress
 from .net.lab_protocol import error_envelope
@@ -41,18 +43,33 @@ CODE_DISABLED = (
 class Execution:
     """The tool host (MCP) and the Lab executor of one bridge."""
 
-    def __init__(self, dispatcher: dispatch.Dispatcher, *, gui: bool, allow_code: bool, job_timeout: float) -> None:
+    def __init__(
+        self,
+        dispatcher: dispatch.Dispatcher,
+        *,
+        gui: bool,
+        allow_code: bool,
+        job_timeout: float,
+        checkpoint_folder: Path,
+    ) -> None:
         self._dispatcher = dispatcher
         self._gui = gui
-        """Interactive: a change is one undo step, and deferred results are polled between ticks."""
+        """Interactive: deferred results are polled between ticks, and the user edits between jobs."""
         self._allow_code = allow_code
         self._job_timeout = job_timeout
         self.tasks = FrameTasks()
         """This bridge's frame-range tasks: their steps run between its jobs."""
+        self.changes = Scene(between="user" if gui else "between jobs")
+        """What changed, job by job: Blender's handlers feed it while this bridge runs (main thread: install)."""
+        self.changes.install()
+        self.history = AgentHistory(self.changes, gui=gui)
+        self.checkpoints = Checkpoints(checkpoint_folder, self.changes.copying)
 
     def close(self) -> None:
-        """The bridge stops: its tasks' next steps will never run, so each working task ends as failed."""
+        """The bridge stops: its tasks' next steps will never run, so each working task ends as failed; Blender's
+        handlers stop feeding its change record."""
         self.tasks.close()
+        self.changes.uninstall()
 
     def _job(self, progress: Progress | None) -> JobContext:
         """What a tool or the Lab's code runs as: reports go to `progress`, or are checked and dropped."""
@@ -61,6 +78,9 @@ class Execution:
             interrupts=self._dispatcher.interrupter,
             start_background=self._dispatcher.start_background,
             tasks=self.tasks,
+            changes=self.changes,
+            history=self.history,
+            checkpoints=self.checkpoints,
         )
 
     # ToolHost (MCP) ---------------------------------------------------------------------------
@@ -77,7 +97,7 @@ class Execution:
         try:
             validate(tool.input_schema, arguments)
             outcome = self._dispatcher.call(
-                partial(_run_tool, tool, arguments, self._gui, self._job(caller.progress)),
+                partial(_run_tool, tool, arguments, self._job(caller.progress)),
                 tool.time_limit or self._job_timeout,
                 caller,
             )
@@ -96,6 +116,18 @@ class Execution:
             return ToolOutcome.error(str(exc), state="cancelled")
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
+        return outcome
+
+    def run_here(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
+        """A tool run on this (main) thread, now: the panel's buttons do what the tools do, with the same rules
+        and refusals, and the same change record."""
+        tool = CATALOGUE[name]
+        validate(tool.input_schema, arguments)
+        try:
+            outcome = _run_tool(tool, arguments, self._job(None))
+        except ToolError as exc:
+            return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
+        assert not isinstance(outcome, Deferred), "the panel's tools answer at once"
         return outcome
 
     # LabExecutor ------------------------------------------------------------------------------
@@ -140,31 +172,69 @@ class Execution:
         raise DispatchTimeout(f"the deferred result did not finish within {limit:g} s", state="interrupted")
 
 
-def _run_tool(tool: Tool, arguments: dict[str, Any], gui: bool, job: JobContext) -> ToolOutcome | Deferred:
-    """Main thread: run the tool as `job`, make a change one named undo step, serialise while bpy is safe."""
+def _run_tool(tool: Tool, arguments: dict[str, Any], job: JobContext) -> ToolOutcome | Deferred:
+    """Main thread: run the tool as `job`; a change is told (`changes`) and is one named step of the agent's
+    history; serialise while bpy is safe."""
+    if not tool.mutating:
+        try:
+            data = tool.run(arguments, job)
+        except ToolError:
+            raise
+        except Exception as exc:
+            return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+        return data if isinstance(data, Deferred) else _present(tool, data)
+    told = _Told()
     try:
-        data = tool.run(arguments, job)
-    except ToolError:
+        with _step(job, tool.name, tool.title, tool.records_step, told):
+            data = tool.run(arguments, job)
+    except ToolError as exc:
+        told.into(exc.details)
         raise
     except Exception as exc:
-        return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
-    finally:
-        if tool.mutating:
-            scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
-    if gui and tool.mutating:
-        with contextlib.suppress(RuntimeError):
-            bpy.ops.ed.undo_push(message=f"Hermes: {tool.title}")
+        details: dict[str, Any] = {}
+        told.into(details)
+        return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed", **details)
     if isinstance(data, Deferred):
         return data
+    if isinstance(data, dict) and "changes" not in data:
+        told.into(data)
     return _present(tool, data)
 
 
 def _lab_code(code: str, strict_json: bool, job: JobContext) -> Envelope:
-    """Main thread: the Lab's code, which may change anything."""
+    """Main thread: the Lab's code, which may change anything: told and one step, as execute_blender_code."""
+    told = _Told()
+    with _step(job, "lab_execute", "Blender Lab code", True, told):
+        envelope = execute(code, job, strict_json=strict_json)
+    if isinstance(envelope, dict):
+        told.into(envelope)
+    return envelope
+
+
+class _Told:
+    """A job's change summary once its span closed: into an answer when something changed."""
+
+    summary: dict[str, Any] | None = None
+
+    def into(self, answer: dict[str, Any]) -> None:
+        if self.summary is not None and self.summary["changed"]:
+            answer["changes"] = self.summary
+
+
+@contextlib.contextmanager
+def _step(job: JobContext, tool: str, title: str, records: bool, told: _Told) -> Iterator[None]:
+    """A job that may change the scene: its span of the change record, closed even when it fails (`told` holds
+    the summary then), and one step of the agent's history when it changed something (`records`)."""
+    job.changes.begin()
+    if records:
+        job.history.before_change()
     try:
-        return execute(code, job, strict_json=strict_json)
+        yield
     finally:
-        scene_index.changed()
+        scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
+        told.summary = summary = job.changes.end(f"agent:{tool}")
+        if records and summary["changed"]:
+            job.history.record(tool, title, summary)
 
 
 def _present(tool: Tool, data: Any) -> ToolOutcome:

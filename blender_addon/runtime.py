@@ -166,10 +166,23 @@ class Runtime:
                 if not self.carry_out():
                     self.stop()  # asked from outside a job (`request_stop`): nothing waits to be carried out
                 return ACTIVE_INTERVAL if self._bridge is not None else None
+            if ran:
+                _redraw_sidebars()  # the panel shows the agent's steps and tasks as they happen
         except Exception:
             log.logger.exception("the timer pump caught an error; it keeps running")
             ran = 1
         return ACTIVE_INTERVAL if ran or dispatcher.pending() else IDLE_INTERVAL
+
+
+def _redraw_sidebars() -> None:
+    """Tag the 3D Viewports' sidebars for redraw: a flag Blender reads at its next draw, nothing drawn here."""
+    manager = bpy.context.window_manager
+    for window in manager.windows if manager is not None else ():
+        for area in window.screen.areas:
+            if area.type == "VIEW_3D":
+                for region in area.regions:
+                    if region.type == "UI":
+                        region.tag_redraw()
 
 
 RUNTIME = Runtime()

@@ -71,6 +71,8 @@ class BridgeConfig:
     mode: Mode = Mode.EMBEDDED
     log_file: Path | None = None
     """None: `hermes_bridge/bridge.log` in Blender's user config folder."""
+    checkpoint_folder: Path | None = None
+    """None: `hermes_bridge/checkpoints` in Blender's user config folder."""
 
 
 class Bridge:
@@ -85,13 +87,18 @@ class Bridge:
         self._token = Token.generate()
         self.pid = os.getpid()
         self.execution = Execution(
-            dispatcher, gui=config.mode is Mode.GUI, allow_code=config.allow_code, job_timeout=config.job_timeout
+            dispatcher,
+            gui=config.mode is Mode.GUI,
+            allow_code=config.allow_code,
+            job_timeout=config.job_timeout,
+            checkpoint_folder=config.checkpoint_folder or default_checkpoint_folder(),
         )
         protocol = McpProtocol(self.execution, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
         app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
         try:
             self._loop = MainLoop() if config.mode is Mode.BACKGROUND else None
         except OSError as exc:
+            self.execution.close()
             raise BridgeError(f"could not start listening: {exc}") from exc
         self._listeners = self._loop or ThreadedListeners()
         try:
@@ -111,6 +118,7 @@ class Bridge:
             dispatcher.interrupter.install()
         except BaseException as exc:
             self._listeners.close()  # nothing half-started keeps listening
+            self.execution.close()
             if isinstance(exc, (OSError, RuntimeError)):  # out of descriptors, no thread could be started
                 raise BridgeError(f"could not start listening: {exc}") from exc
             raise
@@ -221,6 +229,10 @@ class Bridge:
 
 def _log_exception(exc: BaseException) -> None:
     log.logger.error("internal error", exc_info=exc)
+
+
+def default_checkpoint_folder() -> Path:
+    return Path(bpy.utils.user_resource("CONFIG", path="hermes_bridge")) / "checkpoints"
 
 
 def default_log_file() -> Path:

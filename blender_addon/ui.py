@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import bpy
 
 from . import notes
@@ -43,6 +45,53 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
             for line in _wrap(note):
                 layout.label(text=line, icon="INFO")
         layout.operator("hermes_bridge.stop", icon="PAUSE")
+
+
+SHOWN = 5
+"""Agent steps and checkpoints the panel lists, newest first."""
+
+
+class HERMES_BRIDGE_PT_agent(bpy.types.Panel):
+    """What the agent did, what it is rendering, and the checkpoints: with the buttons the tools have."""
+
+    bl_label = "Agent's changes"
+    bl_space_type = "VIEW_3D"
+    bl_region_type = "UI"
+    bl_category = "Hermes"
+    bl_parent_id = "HERMES_BRIDGE_PT_panel"
+
+    @classmethod
+    def poll(cls, context: bpy.types.Context) -> bool:
+        return RUNTIME.bridge is not None
+
+    def draw(self, context: bpy.types.Context) -> None:
+        bridge = RUNTIME.bridge
+        if bridge is None:
+            return
+        execution = bridge.execution
+        layout = self.layout
+        steps = execution.history.done
+        if steps:
+            layout.operator("hermes_bridge.undo_agent_step", icon="LOOP_BACK")
+        for step in reversed(steps[-SHOWN:]):
+            brief = step.brief()
+            box = layout.box()
+            box.label(text=f"{brief['step']}. {step.title}, {str(brief['at'])[11:]}", icon="TOOL_SETTINGS")
+            for line in _wrap(step.summary["said"])[:3]:
+                box.label(text=line)
+        if not steps:
+            layout.label(text=execution.history.ended or "No changes by the agent yet")
+        for task in execution.tasks.working_tasks():
+            snapshot = task.snapshot()
+            row = layout.row()
+            row.label(text=f"Rendering {snapshot['done']} of {snapshot['count']} frames", icon="RENDER_ANIMATION")
+            row.operator("hermes_bridge.cancel_task").task_id = snapshot["task_id"]
+        for record in execution.checkpoints.listed()[:SHOWN]:
+            row = layout.row()
+            row.label(
+                text=f"{record.name} ({time.strftime('%H:%M', time.localtime(record.saved_at))})", icon="FILE_BLEND"
+            )
+            row.operator("hermes_bridge.restore_checkpoint").name = record.name
 
 
 def _wrap(text: str, width: int = 48) -> list[str]:

@@ -815,6 +815,100 @@ def _scale_row(endpoint: Any, shape: str, spread: int, size: int, *, memory: boo
     return row
 
 
+MOVE_CODE = "import bpy\nbpy.context.view_layer.objects.active.location.x += 1\nresult = {}"
+NOOP_CODE = "result = {'n': 1}"
+BLENDER_STEP_CODE = """import bpy, time
+obj, samples = bpy.context.view_layer.objects.active, []
+for _ in range({n}):
+    started = time.perf_counter()
+    obj.location.x += 1
+    bpy.context.evaluated_depsgraph_get()
+    bpy.ops.ed.undo_push(message='floor')
+    samples.append(time.perf_counter() - started)
+result = {{'p50': sorted(samples)[len(samples) // 2] * 1000}}
+"""
+"""Blender's own share of a change that is told and undoable, inside Blender with no request: the depsgraph
+evaluated after a move (what names what changed) and one undo step (what takes it back)."""
+PLAIN_SAVE_CODE = "import bpy\nbpy.ops.wm.save_as_mainfile(filepath={path!r}, copy=True, compress=False)\nresult = {{}}"
+PLAIN_OPEN_CODE = "import bpy\nbpy.ops.wm.open_mainfile(filepath={path!r})\nresult = {{}}"
+
+
+def history_table(sizes: list[int], n: int) -> list[dict[str, Any]]:
+    """What telling and recording a change costs as scenes grow: `execute_blender_code` moving the active object
+    and a call that changes nothing, alternated, at each size beside the same calls at the first size (ratios),
+    and beside Blender's own evaluation and undo step for the same move (BLENDER_STEP_CODE); then a checkpoint's
+    save and restore beside a plain copy save and open of the same file, alternated, in the same Blender."""
+    rows: list[dict[str, Any]] = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory() as folder:
+            runtime_file = Path(folder) / "server.json"
+            with HeadlessBlender(runtime_file):
+                endpoint = read_live_endpoint(RuntimeFileSpec(path=str(runtime_file)))
+                rows.append(_history_row(endpoint, size, n if size < 1_000_000 else max(3, n // 4), Path(folder)))
+    first = rows[0]
+    for row in rows:
+        row["move_ratio_to_first"] = row["move"] / first["move"]
+        row["noop_ratio_to_first"] = row["noop"] / first["noop"]
+    return rows
+
+
+def _history_row(endpoint: Any, size: int, n: int, folder: Path) -> dict[str, Any]:
+    link = KeepAlive(endpoint.port, endpoint.headers(), timeout=600.0)
+
+    def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        reply = json.loads(link.post("/mcp", *modern_request("tools/call", {"name": name, "arguments": arguments})))
+        assert not reply["result"]["isError"], reply
+        return reply["result"]
+
+    def code(text: str) -> Callable[[], object]:
+        request = modern_request("tools/call", {"name": "execute_blender_code", "arguments": {"code": text}})
+        return lambda: link.post("/mcp", *request)
+
+    call("execute_blender_code", {"code": SCENE_CODE.format(spread=1)})
+    for step in range(0, size, 100_000):
+        call("execute_blender_code", {"code": ADD_CODE.format(spread=1, start=step, end=min(size, step + 100_000))})
+    call("execute_blender_code", {"code": "bpy.context.view_layer.objects.active = bpy.data.objects['obj_0000001']"})
+    move, noop = paired(code(MOVE_CODE), code(NOOP_CODE), n)
+    blender = call("execute_blender_code", {"code": BLENDER_STEP_CODE.format(n=n)})["structuredContent"]["result"]
+    row: dict[str, Any] = {"objects": size, "move": move["p50"], "noop": noop["p50"], "blender_step": blender["p50"]}
+    if size <= 100_000:
+        plain = str(folder / "plain.blend")
+        checkpoint = {"name": "bench"}
+        saved, plain_saved = paired(
+            lambda: call("save_checkpoint", checkpoint), code(PLAIN_SAVE_CODE.format(path=plain)), max(3, n // 4)
+        )
+        restored, plain_opened = paired(
+            lambda: call("restore_checkpoint", checkpoint), code(PLAIN_OPEN_CODE.format(path=plain)), max(3, n // 4)
+        )
+        row.update(
+            checkpoint_save=saved["p50"],
+            plain_save=plain_saved["p50"],
+            checkpoint_restore=restored["p50"],
+            plain_open=plain_opened["p50"],
+        )
+    return row
+
+
+def history_lines(rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        "Change summaries and the agent's history (p50 ms; execute_blender_code through keep-alive HTTP, alternated)",
+        f"{'objects':>9} {'move':>9} {'x first':>8} {'no-op':>8} {'x first':>8} {'Blender eval+undo':>18}"
+        f" {'ckpt save':>10} {'plain save':>11} {'ckpt restore':>13} {'plain open':>11}",
+    ]
+    for row in rows:
+        extra = (
+            f" {row['checkpoint_save']:>10.1f} {row['plain_save']:>11.1f} {row['checkpoint_restore']:>13.1f}"
+            f" {row['plain_open']:>11.1f}"
+            if "checkpoint_save" in row
+            else ""
+        )
+        lines.append(
+            f"{row['objects']:>9,} {row['move']:>9.2f} {row['move_ratio_to_first']:>7.2f}x {row['noop']:>8.2f}"
+            f" {row['noop_ratio_to_first']:>7.2f}x {row['blender_step']:>18.2f}{extra}"
+        )
+    return lines
+
+
 def _http_floor(call: Callable[[str, dict[str, Any]], dict[str, Any]], offset: int) -> float:
     """p50 ms of the page's HTTP floor (HTTP_FLOOR_CODE), its server held open by a call on another thread."""
     with tempfile.TemporaryDirectory() as folder:
@@ -1099,6 +1193,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--scale-only", action="store_true", help="only the scale table (big scenes), a Blender per row"
     )
+    parser.add_argument(
+        "--history-only",
+        action="store_true",
+        help="only the change summaries' and checkpoints' table, a Blender per row",
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
@@ -1115,6 +1214,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale_only:
         rows = scale_table(([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]) + [1_000_000] * args.million)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(scale_lines(rows)))
+        return 0
+    if args.history_only:
+        rows = history_table([1_000, 100_000] + [1_000_000] * args.million, 10 if args.quick else 30)
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(history_lines(rows)))
         return 0
     if args.flood is not None:
         flood(args.flood)
@@ -1205,6 +1308,7 @@ def main(argv: list[str] | None = None) -> int:
     for floor in (tcp_floor, threaded_floor, http_floor):
         floor.close()
     report["scale"] = scale_table(scale_sizes)
+    report["history"] = history_table([1_000, 100_000] + [1_000_000] * args.million, 10 if args.quick else 30)
     latency["thread -> main -> thread hop (dispatcher)"] = dispatch_hop(n)
     if args.official_stack is not None:
         latency.update(official_stack(args.official_stack.resolve(), n // 5, 3 if args.quick else 7))
@@ -1295,6 +1399,7 @@ def render(report: dict[str, Any]) -> str:
         "",
     ]
     lines += scale_lines(report["scale"])
+    lines += ["", *history_lines(report["history"])]
     return "\n".join(lines)
 
 

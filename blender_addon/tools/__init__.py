@@ -10,6 +10,7 @@ from .blendfile import BLENDFILE_TOOLS
 from .code import EXECUTE_BLENDER_CODE
 from .frame_tasks import FRAME_TASK_TOOLS
 from .frames import RENDER_FRAMES
+from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
 from .render import RENDER_TOOLS
 from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
 from .screen import SCREEN_TOOLS
@@ -25,6 +26,8 @@ CATALOGUE: dict[str, Tool] = {
         *RENDER_TOOLS,
         RENDER_FRAMES,
         *FRAME_TASK_TOOLS,
+        *UNDO_TOOLS,
+        *CHECKPOINT_TOOLS,
     )
 }
 

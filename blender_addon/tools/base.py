@@ -60,6 +60,7 @@ def budgeted(lists: dict[str, list[Any]], sized: bool) -> tuple[dict[str, list[A
     return kept, {"cut_at_budget": True} if cut else {}
 
 
+CHANGES = {"type": "object", "description": "What the call changed in the scene (README > Change summaries)."}
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 
@@ -89,6 +90,9 @@ class Tool:
     """Executes agent-written Python: refused while the preference switches code execution off."""
     time_limit: float | None = None
     """Seconds one call may run, for a tool whose work is longer than the bridge's job timeout (a frame range)."""
+    records_step: bool = True
+    """A mutating call that changed the scene is one step of the agent's history; not the tools that move the
+    history itself (undo, redo, restoring a checkpoint)."""
 
     @property
     def mutating(self) -> bool:
@@ -106,6 +110,9 @@ class Tool:
         }
         if self.output_schema is not None:
             entry["outputSchema"] = self.output_schema
+            if self.mutating and "changes" not in self.output_schema["properties"]:
+                properties = {**self.output_schema["properties"], "changes": CHANGES}
+                entry["outputSchema"] = {**self.output_schema, "properties": properties}
         return entry
 
 

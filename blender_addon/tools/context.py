@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from ..agent_history import AgentHistory
+    from ..changes import Scene
+    from ..checkpoints import Checkpoints
     from .frame_tasks import FrameTasks
 
 
@@ -47,3 +50,8 @@ class JobContext:
     start_background: Callable[[Callable[[], bool]], None]
     """Runs a step on Blender's main thread between later jobs, again while it returns True."""
     tasks: FrameTasks
+    changes: Scene
+    """What changed in the scene, job by job, the user's edits between them included."""
+    history: AgentHistory
+    """The agent's own steps in Blender's undo history."""
+    checkpoints: Checkpoints

@@ -54,7 +54,7 @@ class FrameTasks:
     def start(self, arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
         if not self._open:
             raise ToolError("no bridge is serving, so no task can run", state="stopped")
-        working = sum(task.status == WORKING for task in self._tasks.values())
+        working = self.working()
         if working >= MAX_WORKING:
             raise ToolError(
                 f"{working} tasks are working, the most one bridge runs at once ({MAX_WORKING}); wait for one to "
@@ -71,6 +71,13 @@ class FrameTasks:
             raise
         self._tasks[task.task_id] = task
         return task.snapshot()
+
+    def working(self) -> int:
+        """Tasks rendering now."""
+        return len(self.working_tasks())
+
+    def working_tasks(self) -> list[FramesTask]:
+        return [task for task in self._tasks.values() if task.status == WORKING]
 
     def task(self, task_id: str) -> FramesTask:
         task = self._tasks.get(task_id)

@@ -108,9 +108,16 @@ def a_job(dispatcher: Any) -> Any:
     """What a tool runs as on `dispatcher`, as the bridge's Execution makes it (no client hears its progress)."""
     context = importlib.import_module(f"{ADDON_MODULE}.tools.context")
     frame_tasks = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+    changes = importlib.import_module(f"{ADDON_MODULE}.changes")
+    history = importlib.import_module(f"{ADDON_MODULE}.agent_history")
+    checkpoints = importlib.import_module(f"{ADDON_MODULE}.checkpoints")
+    scene = changes.Scene(between="between jobs")  # not installed: these jobs' tools never ask what changed
     return context.JobContext(
         report=lambda fraction=None, message=None: None,
         interrupts=dispatcher.interrupter,
         start_background=dispatcher.start_background,
         tasks=frame_tasks.FrameTasks(),
+        changes=scene,
+        history=history.AgentHistory(scene, gui=False),
+        checkpoints=checkpoints.Checkpoints(Path(tempfile.mkdtemp(prefix="hermes-checkpoints-")), scene.copying),
     )

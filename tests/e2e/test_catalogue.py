@@ -19,7 +19,19 @@ from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 from tests.sdk_client import SdkClient
 
-OUR_OWN = {"render_frames_to_folder", "start_render_frames_task", "get_render_frames_task", "cancel_render_frames_task"}
+OUR_OWN = {
+    "render_frames_to_folder",
+    "start_render_frames_task",
+    "get_render_frames_task",
+    "cancel_render_frames_task",
+    "undo_agent_steps",
+    "redo_agent_steps",
+    "get_agent_history",
+    "get_scene_changes",
+    "save_checkpoint",
+    "list_checkpoints",
+    "restore_checkpoint",
+}
 """Beyond the official Blender Lab catalogue (README › Tools)."""
 OFFICIAL_NAMES = {
     "get_objects_summary",
@@ -87,8 +99,10 @@ def test_the_catalogue_offers_the_official_names_with_schemas_and_hints(blender:
     for name, tool in tools.items():
         assert tool["inputSchema"]["type"] == "object" and tool["description"], name
         hints = tool["annotations"]
-        if name.startswith(("get_",)):
+        if name.startswith(("get_", "list_")):
             assert hints["readOnlyHint"] is True, name
+        elif name == "save_checkpoint":  # writes a copy in the bridge's folder, changes nothing
+            assert hints["readOnlyHint"] is False and hints["destructiveHint"] is False, name
         else:
             assert hints["destructiveHint"] is True and hints["readOnlyHint"] is False, name
 

@@ -1,0 +1,211 @@
+"""The agent's own steps in Blender's undo history, and taking exactly those back (or bringing them back).
+
+Each agent call that changed the scene is one named step ("Hermes: Run Python in Blender"), in the GUI and in
+a background Blender alike; a background Blender's history starts with a step of the state before the agent's
+first change, so the first step can be taken back too. Blender's undo takes back whatever step is last: when the
+person at the GUI made edits after the agent's step, undoing would undo theirs first, so it is refused
+(`user_edited_since`) and a checkpoint offered. A file opened or reloaded ends the history (Blender's does too).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import bpy
+
+from .changes import Scene, Summary, inverse, merge
+from .errors import ToolError
+
+UNDO_PREFIX = "Hermes: "
+BASE_STEP = UNDO_PREFIX + "before the agent's changes"
+KEPT_STEPS = 64
+"""Agent steps kept for the panel and for undo; Blender keeps its own count (Preferences > Undo Steps, 32 by
+default), and a step it dropped cannot be taken back: `undo` says so."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One agent call that changed the scene."""
+
+    number: int
+    tool: str
+    title: str
+    at: float
+    summary: Summary
+
+    def brief(self) -> dict[str, object]:
+        return {
+            "step": self.number,
+            "tool": self.tool,
+            "at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.at)),
+            "said": self.summary["said"],
+            "revision": self.summary["revision"]["after"],
+        }
+
+
+class AgentHistory:
+    """The agent's steps of one bridge, newest last, and those it took back, for redo."""
+
+    def __init__(self, changes: Scene, *, gui: bool) -> None:
+        self._changes = changes
+        self._gui = gui
+        self.done: list[Step] = []
+        self.undone: list[Step] = []
+        """Taken back, the next to bring back last."""
+        self._based = gui
+        """Blender's history holds a step the agent's first can go back to (the GUI starts with one)."""
+        self._loads = changes.loads
+        """The file loads this history has seen: one more means a file was opened since, and it ended."""
+        self._numbers = 0
+        self._undone_at = 0
+        """The scene revision after the agent's last undo: a user edit after it forbids the redo."""
+        self.ended: str | None = None
+        """Why the history ended last (a file opened), told by the next undo that finds nothing to take back."""
+
+    def before_change(self) -> None:
+        """Before a job that may change the scene: a history a file load ended starts over, and a background
+        Blender's gets its base step."""
+        self.follow_loads()
+        if not self._based:
+            _push(BASE_STEP)
+            self._based = True
+
+    def file_replaced(self, event: str) -> None:
+        """A file was opened, reloaded or a checkpoint restored: Blender's history starts over, so does ours."""
+        if self.done or self.undone:
+            self.ended = f"the agent's history ended: {event}"
+        self.done.clear()
+        self.undone.clear()
+        self._based = self._gui
+
+    def follow_loads(self) -> None:
+        """End the history if a file was loaded since it last looked."""
+        if self._loads != self._changes.loads:
+            self._loads = self._changes.loads
+            self.file_replaced("a file was opened or reloaded")
+
+    def restored(self, what: str) -> None:
+        """A checkpoint was loaded: the history starts over from it, with a step that marks the file changed (it is
+        no longer what the user's file on disk holds) and that the agent's next step can go back to."""
+        self._loads = self._changes.loads
+        self.file_replaced(what)
+        _push(UNDO_PREFIX + what)
+        self._based = True
+
+    def record(self, tool: str, title: str, summary: Summary) -> Step:
+        """A job changed the scene: one named step in Blender's history; whatever was taken back is gone."""
+        _push(UNDO_PREFIX + title)
+        self._numbers += 1
+        step = Step(self._numbers, tool, title, time.time(), summary)
+        self.done.append(step)
+        del self.done[:-KEPT_STEPS]
+        self.undone.clear()
+        self.ended = None
+        return step
+
+    def _user_edits_after(self, revision: int) -> list[str]:
+        """What the user did after `revision` that is a step of Blender's history, oldest first."""
+        entries = self._changes.entries_after(revision, "user")
+        return [entry.summary["said"] for entry in entries if _undoable(entry.summary)]
+
+    def undo(self, steps: int) -> Summary:
+        """Take back the agent's last `steps` steps: the summary of what that changed."""
+        self.follow_loads()
+        self._check_count(steps, self.done, "take back")
+        in_way = self._user_edits_after(self.done[-1].summary["revision"]["after"])
+        if in_way:
+            raise ToolError(
+                "the person at Blender edited the scene after the agent's last step, so undoing it would undo "
+                "their work first: " + "; ".join(in_way) + ". Nothing was undone. Save a checkpoint "
+                "(save_checkpoint) and ask them, or restore one (list_checkpoints)",
+                state="user_edited_since",
+                user_edits=in_way,
+            )
+        taken = self.done[-steps:]
+        self._move(steps, bpy.ops.ed.undo, "undo")
+        del self.done[-steps:]
+        self.undone.extend(reversed(taken))
+        told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken)
+        self._undone_at = told["revision"]["after"]
+        return told
+
+    def redo(self, steps: int) -> Summary:
+        """Bring back the last `steps` steps taken back, unless the user edited since they were."""
+        self.follow_loads()
+        self._check_count(steps, self.undone, "bring back")
+        in_way = self._user_edits_after(self._undone_at)
+        if in_way:
+            raise ToolError(
+                "the person at Blender edited the scene after the agent's steps were taken back, so redoing them "
+                "would lose their work: " + "; ".join(in_way) + ". Nothing was redone",
+                state="user_edited_since",
+                user_edits=in_way,
+            )
+        brought = list(reversed(self.undone[-steps:]))
+        self._move(steps, bpy.ops.ed.redo, "redo")
+        del self.undone[-steps:]
+        self.done.extend(brought)
+        return self._told([step.summary for step in brought], "redone", brought)
+
+    def _check_count(self, steps: int, steps_held: list[Step], verb: str) -> None:
+        if steps < 1:
+            raise ToolError(f"steps must be 1 or more (got {steps})", state="invalid_arguments")
+        if steps > len(steps_held):
+            held = len(steps_held)
+            why = f" ({self.ended})" if self.ended and not held else ""
+            raise ToolError(
+                f"the agent has {held} step{'s' if held != 1 else ''} it can {verb}{why}; asked for {steps}. "
+                "Nothing was changed",
+                state="nothing_to_undo" if verb == "take back" else "nothing_to_redo",
+                steps_available=held,
+            )
+
+    def _move(self, steps: int, operator: Callable[[], set[str]], verb: str) -> None:
+        """Move Blender's history `steps` steps; a step Blender no longer holds stops it with what was done."""
+        for moved in range(steps):
+            try:
+                with window():
+                    result = operator()
+            except RuntimeError as exc:
+                result = {str(exc)}
+            if "FINISHED" not in result:
+                self._changes.replaced()
+                raise ToolError(
+                    f"Blender's history held only {moved} of the {steps} steps to {verb} (it keeps "
+                    f"{bpy.context.preferences.edit.undo_steps} steps: Preferences > System > Undo Steps); "
+                    f"{moved} were {verb}ne",
+                    state="history_exhausted",
+                )
+        self._changes.replaced()
+
+    def _told(self, summaries: list[Summary], word: str, steps: list[Step]) -> Summary:
+        told = merge(summaries)
+        told["revision"] = {"before": steps[0].summary["revision"]["before"], "after": self._changes.revision}
+        told["steps"] = [step.number for step in steps]
+        self._changes.note(f"agent:{word}", told)
+        return told
+
+
+def _undoable(summary: Summary) -> bool:
+    """A user edit that is a step of Blender's history: anything but moving the frame (which pushes none)."""
+    return any(key not in ("revision", "changed", "said", "frame_changed") for key in summary)
+
+
+def _push(message: str) -> None:
+    with contextlib.suppress(RuntimeError), window():
+        bpy.ops.ed.undo_push(message=message)
+
+
+@contextlib.contextmanager
+def window() -> Iterator[None]:
+    """The first window as context in the GUI, where a timer's context has none; nothing in a background Blender."""
+    manager = bpy.context.window_manager
+    windows = list(manager.windows) if manager is not None else []
+    if bpy.context.window is None and windows:
+        with bpy.context.temp_override(window=windows[0]):
+            yield
+    else:
+        yield

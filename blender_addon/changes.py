@@ -1,0 +1,619 @@
+"""What changed in the scene, told in words: each agent job's change summary, and the user's own edits between jobs.
+
+Blender says what changed through its depsgraph: each evaluation hands `depsgraph_update_post` the datablocks it
+updated (an object moved, its data edited, its shading changed, or touched with no flag: renamed), and
+`id_type_updated` tells which kinds of datablock were tagged since the last one, including datablocks no scene
+uses. So a summary costs what changed: the objects the depsgraph names are looked at one by one, and the whole
+object list is read again (in C, `foreach_get` and `keys()`) only when membership may have changed (a collection
+or the scene re-evaluated for its contents, or objects tagged that no update names). Blender's own evaluation of
+the depsgraph and its undo step cost the whole scene in a background Blender; docs/performance.md has both.
+
+Everything here runs on Blender's main thread: handlers, and the jobs that `begin` and `end` spans.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import bpy
+
+from .tools import scene_index
+from .tools.base import budgeted, name_of
+
+KINDS = {
+    "OBJECT": "objects",
+    "MESH": "meshes",
+    "CURVE": "curves",
+    "FONT": "curves",
+    "MATERIAL": "materials",
+    "TEXTURE": "textures",
+    "IMAGE": "images",
+    "NODETREE": "node_groups",
+    "COLLECTION": "collections",
+    "CAMERA": "cameras",
+    "LIGHT": "lights",
+    "ACTION": "actions",
+    "ARMATURE": "armatures",
+    "GREASEPENCIL": "grease_pencils",
+    "GREASEPENCIL_V3": "grease_pencils",
+    "SCENE": "scenes",
+    "WORLD": "worlds",
+    "LIBRARY": "libraries",
+    "SOUND": "sounds",
+    "MOVIECLIP": "movieclips",
+    "VOLUME": "volumes",
+    "TEXT": "texts",
+    "PARTICLE": "particles",
+    "LATTICE": "lattices",
+    "META": "metaballs",
+    "SPEAKER": "speakers",
+    "LIGHT_PROBE": "lightprobes",
+    "CACHEFILE": "cache_files",
+    "POINTCLOUD": "pointclouds",
+    "CURVES": "hair_curves",
+    "KEY": "shape_keys",
+    "MASK": "masks",
+    "PALETTE": "palettes",
+    "LINESTYLE": "linestyles",
+}
+"""Blender's datablock kinds (`id_type`) by the `bpy.data` collection that holds them: the words summaries use."""
+ID_TYPES = tuple(item.identifier for item in bpy.types.ID.bl_rna.properties["id_type"].enum_items)
+COUNTED = tuple(sorted({kind for kind in KINDS.values() if hasattr(bpy.data, kind)}))
+STRUCTURE = ("Collection", "Scene")
+"""Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
+
+
+@dataclass
+class Objects:
+    """The objects at one moment, read in C: names and hidden flags by session uid (unique while Blender runs)."""
+
+    by_uid: dict[int, tuple[str, bool, bool]]
+
+    @classmethod
+    def read(cls) -> Objects:
+        objects = bpy.data.objects
+        count = len(objects)
+        uids = array.array("I", bytes(4 * count))
+        objects.foreach_get("session_uid", uids)
+        hidden = array.array("b", bytes(count))
+        objects.foreach_get("hide_viewport", hidden)
+        unrendered = array.array("b", bytes(count))
+        objects.foreach_get("hide_render", unrendered)
+        names = objects.keys()
+        return cls(dict(zip(uids, zip(names, map(bool, hidden), map(bool, unrendered), strict=True), strict=True)))
+
+
+def counts(kinds: Iterable[str] = COUNTED) -> dict[str, int]:
+    """Datablocks of these kinds (`len` walks each list in C)."""
+    return {kind: len(getattr(bpy.data, kind)) for kind in kinds}
+
+
+@dataclass(frozen=True)
+class Moment:
+    """What is cheap to read at any time and worth telling when it moves."""
+
+    revision: int
+    frame: int
+    mode: str
+    active: str | None
+    file: str
+
+    @classmethod
+    def now(cls) -> Moment:
+        context = bpy.context
+        active = context.view_layer.objects.active if context.view_layer is not None else None
+        return cls(
+            revision=scene_index.revision(),
+            frame=context.scene.frame_current if context.scene is not None else 0,
+            mode=context.mode,
+            active=name_of(active) if active is not None else None,
+            file=bpy.data.filepath,
+        )
+
+
+@dataclass
+class Touched:
+    """What the depsgraph named during one span (a job, or the user's edits between jobs)."""
+
+    objects: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
+    """Session uid: the object, and how it changed (transform, data, shading, touched)."""
+    others: dict[str, set[str]] = field(default_factory=dict)
+    """Other datablocks updated, by kind: their names."""
+    kinds: set[str] = field(default_factory=set)
+    """Kinds (`id_type`) tagged or updated."""
+    structure: bool = False
+    """A collection or the scene was re-evaluated: membership or visibility may have moved."""
+    scene: bool = False
+    """The scene itself was updated (selection, active object, view layer)."""
+    files: list[dict[str, str]] = field(default_factory=list)
+    """Files saved, opened or reverted, in order."""
+
+    def take(self, depsgraph: Any) -> None:
+        """Fold one evaluation's updates in (from `depsgraph_update_post`, before Blender clears its tags)."""
+        for update in depsgraph.updates:
+            datablock = update.id
+            kind = datablock.id_type
+            self.kinds.add(kind)
+            if kind == "OBJECT":
+                how = {
+                    word
+                    for word, flag in (
+                        ("transform", update.is_updated_transform),
+                        ("data", update.is_updated_geometry),
+                        ("shading", update.is_updated_shading),
+                    )
+                    if flag
+                } or {"touched"}
+                original = datablock.original
+                uid = original.session_uid
+                previous = self.objects.get(uid)
+                self.objects[uid] = (original, how | (previous[1] if previous else set()))
+            else:
+                if type(datablock).__name__ in STRUCTURE and update.is_updated_geometry:
+                    self.structure = True
+                if kind == "SCENE":
+                    self.scene = True
+                self.others.setdefault(KINDS.get(kind, kind.lower()), set()).add(name_of(datablock.original))
+        self.tagged(depsgraph)
+
+    def tagged(self, depsgraph: Any) -> None:
+        """Kinds Blender tagged that no update may name (datablocks no scene uses)."""
+        self.kinds.update(kind for kind in ID_TYPES if depsgraph.id_type_updated(kind))
+
+    def empty(self) -> bool:
+        return not (self.objects or self.others or self.kinds or self.files)
+
+
+class Summary(dict[str, Any]):
+    """A change summary: JSON, the words of `changes` in answers. `said` is the same in one line."""
+
+
+class Scene:
+    """The scene's change record, fed by Blender's handlers while installed: spans of agent jobs and of what
+    happened between them (the user's edits in the GUI), closed into the journal that `since` reads.
+
+    A job is a span: `begin` closes the span before it, `end` closes the job's and answers its summary.
+    """
+
+    def __init__(self, *, between: str = "user", journal_size: int = 256) -> None:
+        self._between = between
+        """Whose the changes between jobs are: the user's in the GUI; a background Blender has no user."""
+        self._objects = Objects({})
+        self._counts: dict[str, int] = {}
+        self._moment = Moment(0, 0, "", None, "")
+        self._selected: tuple[str, ...] | None = None
+        self._span = Touched()
+        self._in_job = False
+        self._replaced: list[Summary] = []
+        """Summaries of file loads and undo steps inside the running job, told with its own."""
+        self._saving_copy = False
+        self.journal: list[Entry] = []
+        self.journal_size = journal_size
+        self.loads = 0
+        """Files loaded (opened, reverted, restored) since install: a load ends the agent's history."""
+        self._load_word: str | None = None
+        self._path_before_load = ""
+        self.known_from = 0
+        """The oldest revision `since` can answer from."""
+        self.listeners: list[Callable[[Entry], None]] = []
+        """Told of every entry the journal gains (the agent history, the panel)."""
+        self._handlers = {
+            "depsgraph_update_post": self._persistent(self._evaluated),
+            "load_pre": self._persistent(self._loading),
+            "load_post": self._persistent(self._loaded),
+            "save_post": self._persistent(self._saved),
+            "undo_post": self._persistent(self._stepped),
+            "redo_post": self._persistent(self._stepped),
+        }
+
+    @staticmethod
+    def _persistent(method: Callable[..., None]) -> Callable[..., None]:
+        """A handler that survives the file it announces (a bound method cannot be marked persistent)."""
+        return bpy.app.handlers.persistent(lambda *args: method(*args))
+
+    def install(self) -> None:
+        for name, handler in self._handlers.items():
+            handlers = getattr(bpy.app.handlers, name)
+            if handler not in handlers:
+                handlers.append(handler)
+        self._read_afresh()
+        self.known_from = self._moment.revision
+
+    def uninstall(self) -> None:
+        for name, handler in self._handlers.items():
+            handlers = getattr(bpy.app.handlers, name)
+            while handler in handlers:
+                handlers.remove(handler)
+
+    def _read_afresh(self) -> None:
+        """Read the scene whole (in C): at install, and after a file load or an undo replaced every datablock."""
+        _evaluate()  # tags pending now are no one's change
+        self._span = Touched()
+        self._objects = Objects.read()
+        self._counts = counts()
+        self._moment = Moment.now()
+        self._selected = _selected()
+
+    # Handlers ---------------------------------------------------------------------------------
+
+    def _evaluated(self, _scene: Any, depsgraph: Any) -> None:
+        self._span.take(depsgraph)
+
+    def _loading(self, *_args: Any) -> None:
+        self._path_before_load = bpy.data.filepath
+
+    def _loaded(self, *_args: Any) -> None:
+        self.loads += 1
+        path = bpy.data.filepath
+        verb = "reverted" if self._path_before_load and self._path_before_load == path else "opened"
+        word, self._load_word = self._load_word or verb, None
+        self._replaced_by({"event": word, "path": path})
+
+    def expect_load(self, word: str) -> None:
+        """The job is about to load a file for a reason of its own (a checkpoint restored): tell it so."""
+        self._load_word = word
+
+    def _saved(self, *_args: Any) -> None:
+        if not self._saving_copy:
+            self._span.files.append({"event": "saved", "path": bpy.data.filepath})
+
+    def _stepped(self, *_args: Any) -> None:
+        if self._in_job:
+            return  # the agent's own undo or redo: its tool tells what it took back, then calls `replaced`
+        self._replaced_by({"event": "undo history moved (undo or redo)", "path": bpy.data.filepath})
+
+    def _replaced_by(self, event: dict[str, str]) -> None:
+        """Every datablock was replaced: the span is closed by names and counts, then everything read afresh."""
+        before = {name for name, _, _ in self._objects.by_uid.values()}
+        after = set(bpy.data.objects.keys())
+        old_counts = self._counts
+        self._counts = counts()
+        span = self._take_span()
+        span.files.append(event)
+        summary = self._summary(span, whole={"added": sorted(after - before), "removed": sorted(before - after)})
+        moved = {kind: n - old_counts.get(kind, n) for kind, n in self._counts.items() if n != old_counts.get(kind, n)}
+        if moved:
+            summary["datablocks"] = moved
+            summary.update(changed=True, said=said(summary))
+        self._span = Touched()
+        if self._in_job:
+            self._replaced.append(summary)
+        else:
+            self._record(self._between, summary)
+        self._read_afresh()
+
+    def replaced(self) -> None:
+        """The agent's own undo or redo replaced every datablock: read afresh, nothing recorded."""
+        self._read_afresh()
+
+    # Spans ------------------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """An agent job starts: what happened since the last one is closed first, as not the agent's."""
+        self.settle()
+        self._in_job = True
+        self._replaced = []
+
+    def end(self, author: str) -> Summary:
+        """The job ended: its summary, also kept in the journal as `author`'s."""
+        try:
+            self._span.tagged(_evaluate())
+            summary = self._summary(self._take_span())
+            if self._replaced:
+                summary = merge([*self._replaced, summary])
+            self._record(author, summary)
+            return summary
+        finally:
+            self._in_job = False
+            self._replaced = []
+
+    def settle(self) -> None:
+        """Close the open span between jobs (the user's edits so far), so a reader or a job after it sees them."""
+        if self._in_job:
+            return
+        self._span.tagged(_evaluate())
+        if not self._span.empty() or self._moment.frame != _frame():
+            self._record(self._between, self._summary(self._take_span()))
+
+    def _take_span(self) -> Touched:
+        span, self._span = self._span, Touched()
+        return span
+
+    def copying(self, saving: bool) -> None:
+        """A checkpoint is being written (`save_as_mainfile(copy=True)`): not a save of the user's file."""
+        self._saving_copy = saving
+
+    def note(self, author: str, summary: Summary) -> None:
+        """Keep a summary told by a tool (the agent's undo, whose own reload says nothing by uid)."""
+        self._moment = Moment.now()
+        self._record(author, summary)
+
+    def _record(self, author: str, summary: Summary) -> None:
+        if not summary["changed"]:
+            return
+        entry = Entry(author, time.time(), summary)
+        self.journal.append(entry)
+        if len(self.journal) > self.journal_size:
+            self.known_from = self.journal.pop(0).summary["revision"]["after"]
+        for listener in self.listeners:
+            listener(entry)
+
+    def since(self, revision: int) -> Summary | None:
+        """Everything recorded after `revision`, or None when the journal no longer reaches back that far."""
+        self.settle()
+        if revision < self.known_from:
+            return None
+        return merge([entry.summary for entry in self.journal if entry.summary["revision"]["after"] > revision])
+
+    def entries_after(self, revision: int, author: str) -> list[Entry]:
+        """The journal's entries of `author` after `revision`, the open span closed first."""
+        self.settle()
+        return [e for e in self.journal if e.author == author and e.summary["revision"]["after"] > revision]
+
+    @property
+    def revision(self) -> int:
+        return self._moment.revision
+
+    # The summary ------------------------------------------------------------------------------
+
+    def _summary(self, span: Touched, whole: dict[str, list[str]] | None = None) -> Summary:
+        """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
+        comparing names (every datablock was replaced, so uids say nothing)."""
+        before = self._moment
+        if not span.empty():
+            scene_index.changed()
+        after = self._moment = Moment.now()
+        lists: dict[str, list[Any]] = {key: [] for key in LISTS}
+        if whole is not None:
+            lists["added"].extend(whole["added"])
+            lists["removed"].extend(whole["removed"])
+        else:
+            self._objects_changed(span, lists)
+        for kind, names in sorted(span.others.items()):
+            if kind == "collections" and span.structure:
+                lists["collections_changed"].extend(sorted(names))
+            elif kind not in ("collections", "scenes", "objects"):
+                lists["datablocks_changed"].extend(f"{kind}/{name}" for name in sorted(names))
+        summary = Summary(revision={"before": before.revision, "after": after.revision})
+        for key in LISTS:
+            if lists[key]:
+                summary[key] = _unique(lists[key])
+        if whole is None and (moved := self._recount(span)):
+            summary["datablocks"] = moved
+        for name, key in (("frame", "frame_changed"), ("mode", "mode_changed"), ("active", "active_object")):
+            was, now = getattr(before, name), getattr(after, name)
+            if was != now:
+                summary[key] = {"from": was, "to": now}
+        if span.scene:
+            selected = _selected()
+            if selected != self._selected:
+                summary["selection"] = list(selected)
+                self._selected = selected
+        if span.files:
+            summary["file"] = span.files
+        summary["changed"] = len(summary) > 1
+        summary["said"] = said(_fit(summary))
+        return summary
+
+    def _objects_changed(self, span: Touched, lists: dict[str, list[Any]]) -> None:
+        known = self._objects.by_uid
+        for uid, (obj, how) in span.objects.items():
+            try:
+                name = name_of(obj)
+            except ReferenceError:  # freed since the evaluation that named it: told as removed below
+                continue
+            old = known.get(uid)
+            if old is None:
+                continue  # new: told below with the other additions
+            if old[0] != name:
+                lists["renamed"].append({"from": old[0], "to": name})
+                known[uid] = (name, old[1], old[2])
+            # When objects join or leave (or hide), Blender re-shades every object: shading is not told then.
+            for word, key in (("transform", "transformed"), ("data", "data_changed"), ("shading", "shading_changed")):
+                if word in how and not (word == "shading" and span.structure):
+                    lists[key].append(name)
+        if not (span.structure or _unexplained(span, "OBJECT")):
+            return  # membership cannot have moved: no walk over the objects
+        now = Objects.read()
+        lists["added"].extend(sorted(now.by_uid[uid][0] for uid in now.by_uid.keys() - known.keys()))
+        lists["removed"].extend(sorted(known[uid][0] for uid in known.keys() - now.by_uid.keys()))
+        for uid, (name, hidden, unrendered) in now.by_uid.items():
+            old = known.get(uid)
+            if old is not None and (old[1], old[2]) != (hidden, unrendered):
+                lists["visibility_changed"].append(name)
+        self._objects = now
+
+    def _recount(self, span: Touched) -> dict[str, int]:
+        """Datablocks added (+) or removed (-) by kind, counting only the kinds that may have moved."""
+        kinds = {KINDS[kind] for kind in span.kinds if kind in KINDS and KINDS[kind] in COUNTED}
+        if not span.structure:
+            kinds = {kind for kind in kinds if any(_unexplained(span, t) for t, k in KINDS.items() if k == kind)}
+        moved: dict[str, int] = {}
+        for kind, count in counts(sorted(kinds)).items():
+            delta = count - self._counts.get(kind, count)
+            self._counts[kind] = count
+            if delta:
+                moved[kind] = delta
+        return moved
+
+
+def _evaluate() -> Any:
+    """Evaluate the depsgraph (the handler folds its updates into the open span); the view layer's depsgraph."""
+    bpy.context.evaluated_depsgraph_get()
+    return bpy.context.view_layer.depsgraph
+
+
+def _frame() -> int:
+    scene = bpy.context.scene
+    return scene.frame_current if scene is not None else 0
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One closed span in the journal: whose (`agent:<tool>` or `user`), when, what changed."""
+
+    author: str
+    at: float
+    summary: Summary
+
+
+LISTS = (
+    "added",
+    "removed",
+    "renamed",
+    "transformed",
+    "data_changed",
+    "shading_changed",
+    "visibility_changed",
+    "collections_changed",
+    "datablocks_changed",
+)
+
+
+def _unexplained(span: Touched, id_type: str) -> bool:
+    """Whether this kind was tagged with nothing the depsgraph named for it: a datablock added or removed that
+    no scene uses (or uses no longer)."""
+    if id_type not in span.kinds:
+        return False
+    if id_type == "OBJECT":
+        return not span.objects
+    return KINDS.get(id_type, "") not in span.others
+
+
+def _selected() -> tuple[str, ...]:
+    view_layer = bpy.context.view_layer
+    return tuple(sorted(name_of(obj) for obj in view_layer.objects.selected)) if view_layer is not None else ()
+
+
+def _unique(values: list[Any]) -> list[Any]:
+    """`values` without repeats, first ones first (a rename is a dict: keyed by its text)."""
+    seen: dict[Any, Any] = {}
+    for value in values:
+        seen.setdefault(json.dumps(value, sort_keys=True) if isinstance(value, dict) else value, value)
+    return list(seen.values())
+
+
+FITTED = (*LISTS, "selection")
+
+
+def _fit(summary: Summary) -> Summary:
+    """Name lists share the answer budget (a call that adds 100,000 objects names the first ones); `counts` keeps
+    each list's whole length when one was cut, and `cut_at_budget` says so."""
+    lists = {key: summary[key] for key in FITTED if key in summary}
+    kept, cut = budgeted(lists, sized=False)
+    if cut:
+        whole = summary.get("counts", {})
+        summary["counts"] = {key: max(whole.get(key, 0), len(values)) for key, values in lists.items()}
+        summary.update(kept)
+        summary.update(cut)
+    return summary
+
+
+def merge(summaries: list[Summary]) -> Summary:
+    """Several summaries as one: from the first's revision to the last's, every list joined, counts summed."""
+    if not summaries:
+        revision = scene_index.revision()
+        empty = Summary(revision={"before": revision, "after": revision}, changed=False)
+        empty["said"] = said(empty)
+        return empty
+    merged = Summary(
+        revision={"before": summaries[0]["revision"]["before"], "after": summaries[-1]["revision"]["after"]}
+    )
+    totals: Counter[str] = Counter()
+    whole: Counter[str] = Counter()
+    for summary in summaries:
+        whole.update({key: len(summary[key]) for key in FITTED if key in summary})
+        whole.update(summary.get("counts", {}))
+        for key in LISTS:
+            if key in summary:
+                merged[key] = _unique([*merged.get(key, []), *summary[key]])
+        totals.update(summary.get("datablocks", {}))
+        for key in ("frame_changed", "mode_changed", "active_object"):
+            if key in summary:
+                merged[key] = {"from": merged.get(key, summary[key])["from"], "to": summary[key]["to"]}
+        if "selection" in summary:
+            merged["selection"] = summary["selection"]
+        if "file" in summary:
+            merged["file"] = [*merged.get("file", []), *summary["file"]]
+    if moved := {kind: n for kind, n in totals.items() if n}:
+        merged["datablocks"] = moved
+    merged["changed"] = any(summary.get("changed") for summary in summaries)
+    if any("counts" in summary for summary in summaries):
+        merged["counts"] = dict(whole)
+    merged["said"] = said(_fit(merged))
+    return merged
+
+
+def inverse(summary: Summary) -> Summary:
+    """What taking `summary`'s change back does: additions removed, removals restored, renames reversed."""
+    undone = Summary(revision=dict(summary["revision"]))
+    swaps = {"added": "removed", "removed": "added"}
+    for key in LISTS:
+        if key in summary:
+            if key == "renamed":
+                undone[key] = [{"from": entry["to"], "to": entry["from"]} for entry in reversed(summary[key])]
+            else:
+                undone[swaps.get(key, key)] = list(summary[key])
+    if "datablocks" in summary:
+        undone["datablocks"] = {kind: -n for kind, n in summary["datablocks"].items()}
+    for key in ("frame_changed", "mode_changed", "active_object"):
+        if key in summary:
+            undone[key] = {"from": summary[key]["to"], "to": summary[key]["from"]}
+    if "counts" in summary:
+        undone["counts"] = {swaps.get(key, key): n for key, n in summary["counts"].items()}
+        undone["cut_at_budget"] = True
+    undone["changed"] = bool(summary.get("changed"))
+    undone["said"] = said(undone)
+    return undone
+
+
+SAID_NAMES = 3
+"""Names a one-line summary shows per list before "and N more"."""
+
+
+def said(summary: dict[str, Any]) -> str:
+    """The summary in one line a person reads at a glance: "added Sphere; removed Light; moved Cube"."""
+    parts: list[str] = []
+    words = {
+        "added": "added",
+        "removed": "removed",
+        "transformed": "moved",
+        "data_changed": "edited the data of",
+        "shading_changed": "changed the shading of",
+        "visibility_changed": "changed the visibility of",
+        "collections_changed": "changed the members of",
+        "datablocks_changed": "changed",
+    }
+    counts = summary.get("counts", {})
+    for key, verb in words.items():
+        names = summary.get(key)
+        if names:
+            parts.append(f"{verb} {_names(names, counts.get(key, len(names)))}")
+    if renamed := summary.get("renamed"):
+        listed = [f"{entry['from']} to {entry['to']}" for entry in renamed]
+        parts.append("renamed " + _names(listed, counts.get("renamed", len(listed))))
+    if moved := summary.get("datablocks"):
+        parts.append(
+            "datablocks " + ", ".join(f"{kind} {'+' if n > 0 else ''}{n}" for kind, n in sorted(moved.items()))
+        )
+    for key, label in (("active_object", "active object"), ("mode_changed", "mode"), ("frame_changed", "frame")):
+        if key in summary:
+            parts.append(f"{label} {summary[key]['from']} -> {summary[key]['to']}")
+    if "selection" in summary:
+        selection = summary["selection"]
+        parts.append(f"selection now {_names(selection, counts.get('selection', len(selection))) or 'empty'}")
+    for event in summary.get("file", []):
+        parts.append(f"file {event['event']}" + (f" ({event['path']})" if event.get("path") else ""))
+    return "; ".join(parts) if parts else "nothing changed"
+
+
+def _names(names: list[str], whole: int) -> str:
+    shown = ", ".join(str(name) for name in names[:SAID_NAMES])
+    more = whole - min(len(names), SAID_NAMES)
+    return shown + (f" and {more} more" if more > 0 else "")

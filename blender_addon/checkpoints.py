@@ -1,0 +1,198 @@
+"""Checkpoints: copies of the whole open file in an owner-only folder of the bridge's, to restore later.
+
+Never beside the user's .blend and never over it: a checkpoint is written with `save_as_mainfile(copy=True)` (the
+open file's path does not move), uncompressed, with relative paths kept as the user's file has them, and marked
+with the user's path (`blend_header`), so a restore loads it with Blender's recover operator and the open file is
+still the user's: a later save goes where theirs went. The folder is bounded by count and bytes, oldest first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import bpy
+
+from . import blend_header
+from .agent_history import window
+from .errors import ToolError
+from .owner_files.permissions import owner_only_folder
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}")
+"""A checkpoint name: letters, digits, space, `_`, `.`, `-`; no path separator, no control character."""
+KEPT_COUNT = 20
+KEPT_BYTES = 4 * 1024**3
+RESCUE_PREFIX = "rescue-"
+SUFFIX = ".blend"
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    name: str
+    saved_at: float
+    size: int
+    revision: int
+    file: str
+    """The user's file the scene belonged to when saved ("" for an unsaved session)."""
+    rescue: bool
+
+    def listed(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(self.saved_at)),
+            "size": self.size,
+            "revision": self.revision,
+            "file": self.file,
+            "rescue": self.rescue,
+        }
+
+
+class Checkpoints:
+    """One folder of checkpoints; `copying(True)` is said around each copy saved, so it is not the user's save."""
+
+    def __init__(self, folder: Path, copying: Callable[[bool], None]) -> None:
+        self.folder = folder
+        self._copying = copying
+        self._listed: tuple[int, list[Checkpoint]] | None = None
+
+    def save(self, name: str, revision: int, *, rescue: bool = False) -> Checkpoint:
+        check_name(name)
+        folder = self.folder
+        final = folder / f"{name}{SUFFIX}"
+        partial = folder / f".{name}.{os.getpid()}.partial{SUFFIX}"
+        user_file = bpy.data.filepath
+        try:
+            self._ready_folder()
+            with self._copy():
+                bpy.ops.wm.save_as_mainfile(
+                    filepath=str(partial), copy=True, compress=False, relative_remap=False, check_existing=False
+                )
+            partial.chmod(0o600)
+            if user_file:
+                blend_header.set_original_path(partial, user_file)
+            os.replace(partial, final)
+            record = Checkpoint(name, time.time(), final.stat().st_size, revision, user_file, rescue)
+            _write_json(folder / f"{name}.json", record.__dict__)
+        except (RuntimeError, OSError, blend_header.UnknownLayout) as exc:
+            with contextlib.suppress(OSError):
+                partial.unlink()
+            raise ToolError(
+                f"the checkpoint {name!r} could not be written in {folder}: {_why(exc)}. The scene is untouched",
+                state="checkpoint_not_written",
+            ) from None
+        self._prune(keep=name)
+        return record
+
+    def list(self) -> list[Checkpoint]:
+        """Every checkpoint in the folder, newest first."""
+        if not self.folder.is_dir():
+            return []
+        found = []
+        for meta in self.folder.glob("*.json"):
+            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+                record = Checkpoint(**json.loads(meta.read_text(encoding="utf-8")))
+                if check_name(record.name, quiet=True) and (self.folder / f"{record.name}{SUFFIX}").is_file():
+                    found.append(record)
+        return sorted(found, key=lambda record: record.saved_at, reverse=True)
+
+    def listed(self) -> list[Checkpoint]:
+        """`list()`, read again only when the folder changed: the panel asks at every redraw."""
+        try:
+            stamp = self.folder.stat().st_mtime_ns
+        except OSError:
+            return []
+        if self._listed is None or self._listed[0] != stamp:
+            self._listed = (stamp, self.list())
+        return self._listed[1]
+
+    def find(self, name: str) -> Checkpoint:
+        check_name(name)
+        for record in self.list():
+            if record.name == name:
+                return record
+        names = [record.name for record in self.list()]
+        raise ToolError(
+            f"no checkpoint {name!r}; there are {len(names)}" + (f": {', '.join(names[:10])}" if names else ""),
+            state="checkpoint_not_found",
+            checkpoints=names[:10],
+        )
+
+    def load(self, record: Checkpoint) -> bool:
+        """Load `record` as the open file: True when it is the user's file again (their path, not ours). A
+        checkpoint of a never-saved session is loaded from a copy in `unsaved/`, so a save lands there, never
+        over the checkpoint."""
+        source = self.folder / f"{record.name}{SUFFIX}"
+        if not record.file:
+            copies = self.folder / "unsaved"
+            copies.mkdir(exist_ok=True, mode=0o700)
+            copy = copies / f"{record.name}{SUFFIX}"
+            shutil.copyfile(source, copy)
+            copy.chmod(0o600)
+            source = copy
+        with window():
+            result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)
+        if "FINISHED" not in result:
+            raise ToolError(f"Blender could not load the checkpoint {record.name!r}", state="checkpoint_not_loaded")
+        return bool(record.file) and bpy.data.filepath == record.file
+
+    def _ready_folder(self) -> Path:
+        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        owner_only_folder(self.folder)
+        return self.folder
+
+    @contextlib.contextmanager
+    def _copy(self) -> Iterator[None]:
+        self._copying(True)
+        try:
+            yield
+        finally:
+            self._copying(False)
+
+    def _prune(self, keep: str) -> None:
+        """Drop the oldest checkpoints beyond KEPT_COUNT or KEPT_BYTES (never `keep`, the one just written)."""
+        records = self.list()
+        total = sum(record.size for record in records)
+        for record in reversed(records):
+            if len(records) <= KEPT_COUNT and total <= KEPT_BYTES:
+                break
+            if record.name == keep:
+                continue
+            for suffix in (SUFFIX, ".json"):
+                with contextlib.suppress(OSError):
+                    (self.folder / f"{record.name}{suffix}").unlink()
+            records.remove(record)
+            total -= record.size
+
+
+def check_name(name: str, *, quiet: bool = False) -> bool:
+    if NAME.fullmatch(name):
+        return True
+    if quiet:
+        return False
+    raise ToolError(
+        f"{name!r} is not a checkpoint name: use 1 to 64 letters, digits, spaces, '_', '.' or '-', starting with a "
+        "letter or digit (no path separators or control characters)",
+        state="invalid_checkpoint_name",
+    )
+
+
+def _write_json(path: Path, record: dict[str, Any]) -> None:
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        json.dump(record, file)
+    os.replace(temporary, path)
+
+
+def _why(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__

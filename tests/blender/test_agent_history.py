@@ -1,0 +1,327 @@
+"""Every change an agent makes is told and can be taken back: change summaries, the agent's undo and redo,
+checkpoints and what changed since a revision, through a real bridge in this (background) Blender, both protocol
+eras, with the official SDK's client."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import stat
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+import pytest
+
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from tests.sdk_client import SdkClient
+
+from .conftest import serve_while
+
+pytestmark = pytest.mark.timeout(300)
+
+ERAS = ("legacy", "2026-07-28")
+THREE_CHANGES = """
+import bpy
+bpy.data.objects.remove(bpy.data.objects["Light"])
+bpy.data.objects["Cube"].location = (4.0, 5.0, 6.0)
+sphere = bpy.data.objects.new("Sphere", bpy.data.meshes.new("SphereMesh"))
+bpy.context.scene.collection.objects.link(sphere)
+result = {"done": True}
+"""
+
+
+def _scene() -> dict[str, Any]:
+    """What "back exactly" compares: names, transforms, datablock counts."""
+    return {
+        "objects": {obj.name: tuple(round(v, 5) for v in obj.matrix_world.col[3]) for obj in bpy.data.objects},
+        "counts": {kind: len(getattr(bpy.data, kind)) for kind in ("objects", "meshes", "lights", "cameras")},
+    }
+
+
+def _calls(bridge: Any, mode: str, script: Callable[[SdkClient], Any]) -> Any:
+    """Run the client `script` on a thread while this thread serves the bridge (once per test: serving ends with it)."""
+    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode=mode)  # type: ignore[arg-type]
+    return serve_while(bridge.dispatcher, lambda: asyncio.run(script(client)))
+
+
+def _on_main(bridge: Any, fn: Callable[[], Any]) -> Any:
+    """`fn` on Blender's main thread between the agent's calls, as the person at Blender acts (not an agent job)."""
+    return bridge.dispatcher.call(fn, 30.0)
+
+
+@pytest.fixture(autouse=True)
+def _pytest_is_this_blender(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge runs in this pytest process (bpy), which the client's pid check rightly says is no Blender."""
+    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
+
+
+@pytest.fixture
+def bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
+    return runtime.start(
+        service.BridgeConfig(
+            runtime_file=tmp_path / "server.json", lab_port=None, checkpoint_folder=tmp_path / "checkpoints"
+        )
+    )
+
+
+@pytest.mark.parametrize("mode", ERAS)
+def test_a_call_that_adds_moves_and_deletes_is_told_and_undone_exactly_and_redone(bridge: Any, mode: str) -> None:
+    before = _scene()
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        changed = await client.call_tool("execute_blender_code", {"code": THREE_CHANGES})
+        after_change = _on_main(bridge, _scene)
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        after_undo = _on_main(bridge, _scene)
+        redone = await client.call_tool("redo_agent_steps", {"steps": 1})
+        return changed, after_change, undone, after_undo, redone, _on_main(bridge, _scene)
+
+    changed, after_change, undone, after_undo, redone, after_redo = _calls(bridge, mode, script)
+    assert not changed.is_error, changed.text
+    told = changed.structured["changes"]
+    assert told["added"] == ["Sphere"]
+    assert told["removed"] == ["Light"]
+    assert told["transformed"] == ["Cube"]
+    assert told["datablocks"] == {"meshes": 1}  # the Light's data stays (an orphan), as Blender keeps it
+    assert "shading_changed" not in told  # Blender re-shades every object when one leaves: not the agent's doing
+    assert "selection" not in told
+    assert told["revision"]["after"] > told["revision"]["before"]
+    assert "added Sphere" in told["said"] and "removed Light" in told["said"] and "moved Cube" in told["said"]
+
+    assert not undone.is_error, undone.text
+    assert after_undo == before
+    assert undone.structured["changes"]["removed"] == ["Sphere"]
+    assert undone.structured["changes"]["added"] == ["Light"]
+    assert not redone.is_error, redone.text
+    assert after_redo == after_change
+    assert redone.structured["changes"]["added"] == ["Sphere"]
+
+
+def test_a_call_that_changes_nothing_tells_nothing_and_takes_no_step(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, Any]:
+        read = await client.call_tool("execute_blender_code", {"code": "result = {'n': len(bpy.data.objects)}"})
+        history = await client.call_tool("get_agent_history", {})
+        return read, history
+
+    read, history = _calls(bridge, "2026-07-28", script)
+    assert "changes" not in read.structured
+    assert history.structured["steps"] == []
+
+
+def test_undo_takes_back_only_the_agents_own_steps_and_refuses_more_than_it_has(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 9"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].name = 'Box'"})
+        too_many = await client.call_tool("undo_agent_steps", {"steps": 3})
+        zero = await client.call_tool("undo_agent_steps", {"steps": 0})
+        two = await client.call_tool("undo_agent_steps", {"steps": 2})
+        none_left = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return too_many, zero, two, none_left
+
+    too_many, zero, two, none_left = _calls(bridge, "2026-07-28", script)
+    assert too_many.is_error and "nothing_to_undo" in too_many.text and "has 2 steps" in too_many.text
+    assert zero.is_error and "invalid_arguments" in zero.text
+    assert not two.is_error, two.text
+    assert two.structured["changes"]["renamed"] == [{"from": "Box", "to": "Cube"}]
+    assert "Cube" in bpy.data.objects and bpy.data.objects["Cube"].location.x == 0.0
+    assert none_left.is_error and "nothing_to_undo" in none_left.text
+
+
+def test_a_file_opened_since_ends_the_history_and_the_answer_says_so(bridge: Any, tmp_path: Path) -> None:
+    user_file = tmp_path / "user.blend"
+
+    async def script(client: SdkClient) -> tuple[Any, Any]:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 3"})
+        opened = await client.call_tool(
+            "execute_blender_code",
+            {
+                "code": f"bpy.ops.wm.save_as_mainfile(filepath={str(user_file)!r})\n"
+                f"bpy.ops.wm.open_mainfile(filepath={str(user_file)!r})"
+            },
+        )
+        undo = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return opened, undo
+
+    opened, undo = _calls(bridge, "2026-07-28", script)
+    events = [event["event"] for event in opened.structured["changes"]["file"]]
+    assert events == ["saved", "reverted"]
+    assert undo.is_error and "history ended" in undo.text
+
+
+def test_a_checkpoint_restores_a_scene_whose_objects_were_all_deleted_and_keeps_the_users_file(
+    bridge: Any, tmp_path: Path
+) -> None:
+    user_file = tmp_path / "project" / "chair.blend"
+    user_file.parent.mkdir()
+    bpy.ops.wm.save_as_mainfile(filepath=str(user_file))
+    on_disk = hashlib.sha256(user_file.read_bytes()).hexdigest()
+    before = _scene()
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        saved = await client.call_tool("save_checkpoint", {"name": "before cleanup"})
+        deleted = await client.call_tool(
+            "execute_blender_code", {"code": "for o in list(bpy.data.objects): bpy.data.objects.remove(o)"}
+        )
+        restored = await client.call_tool("restore_checkpoint", {"name": "before cleanup"})
+        after_restore = _on_main(bridge, lambda: (_scene(), bpy.data.filepath, bpy.data.is_dirty))
+        listed = await client.call_tool("list_checkpoints", {})
+        rescue = restored.structured["rescue"]["name"]
+        again = await client.call_tool("restore_checkpoint", {"name": rescue})
+        after_rescue = _on_main(bridge, lambda: (len(bpy.data.objects), bpy.data.filepath))
+        return saved, deleted, restored, after_restore, listed, again, after_rescue
+
+    saved, deleted, restored, after_restore, listed, again, after_rescue = _calls(bridge, "legacy", script)
+    assert not saved.is_error, saved.text
+    assert sorted(deleted.structured["changes"]["removed"]) == ["Camera", "Cube", "Light"]
+    assert not restored.is_error, restored.text
+    scene, path, dirty = after_restore
+    assert scene == before
+    assert path == str(user_file)
+    assert restored.structured["file_unchanged"] is True
+    assert dirty  # what is open is no longer what the file on disk holds
+    assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
+    assert sorted(restored.structured["changes"]["added"]) == ["Camera", "Cube", "Light"]
+    rescue = restored.structured["rescue"]["name"]
+    assert rescue.startswith("rescue-")
+    names = [entry["name"] for entry in listed.structured["checkpoints"]]
+    assert set(names) == {"before cleanup", rescue}
+    folder = tmp_path / "checkpoints"
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert all(stat.S_IMODE(path.stat().st_mode) == 0o600 for path in folder.iterdir() if path.is_file())
+    assert not again.is_error, again.text
+    assert after_rescue == (0, str(user_file))  # the rescue checkpoint holds the deleted-all state
+    assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
+
+
+@pytest.mark.parametrize(
+    ("name", "state"),
+    [
+        ("../escape", "invalid_checkpoint_name"),
+        ("a/b", "invalid_checkpoint_name"),
+        ("bad\x07bell", "invalid_checkpoint_name"),
+        ("never saved", "checkpoint_not_found"),
+    ],
+)
+def test_a_bad_checkpoint_name_is_a_named_error_and_the_scene_is_untouched(bridge: Any, name: str, state: str) -> None:
+    before = _scene()
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("restore_checkpoint", {"name": name})
+
+    refused = _calls(bridge, "2026-07-28", script)
+    assert refused.is_error and state in refused.text
+    assert _scene() == before
+
+
+def test_a_folder_that_cannot_be_written_is_a_named_error_and_nothing_is_lost(
+    service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any
+) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the folder should be")
+    bridge = runtime.start(
+        service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, checkpoint_folder=blocked)
+    )
+    before = _scene()
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("save_checkpoint", {"name": "x"})
+
+    refused = _calls(bridge, "2026-07-28", script)
+    assert refused.is_error and "checkpoint_not_written" in refused.text
+    assert blocked.read_text() == "a file where the folder should be"
+    assert _scene() == before
+
+
+def test_get_scene_changes_names_what_changed_since_a_revision_and_refuses_one_it_no_longer_knows(
+    bridge: Any,
+) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        first = await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.z = 2"})
+        start = first.structured["changes"]["revision"]["after"]
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects.remove(bpy.data.objects['Light'])"})
+        since = await client.call_tool("get_scene_changes", {"since_revision": start})
+        everything = await client.call_tool("get_scene_changes", {"since_revision": 0})
+        return since, everything
+
+    since, everything = _calls(bridge, "2026-07-28", script)
+    assert since.structured["changes"]["removed"] == ["Light"]
+    assert "transformed" not in since.structured["changes"]
+    assert everything.is_error and "revision_too_old" in everything.text
+
+
+def test_between_job_edits_reach_get_scene_changes(bridge: Any) -> None:
+    """What changed outside any call (in the GUI: the user's edits) is in the record too."""
+
+    def move_camera() -> None:
+        bpy.data.objects["Camera"].location.x += 1
+
+    async def script(client: SdkClient) -> Any:
+        first = await client.call_tool("get_agent_history", {})
+        _on_main(bridge, move_camera)  # not inside an agent's call
+        return await client.call_tool("get_scene_changes", {"since_revision": first.structured["revision"]})
+
+    since = _calls(bridge, "2026-07-28", script)
+    assert since.structured["changes"]["transformed"] == ["Camera"]
+
+
+def test_checkpoint_folder_is_bounded_oldest_first(bridge: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoints = importlib_module(bridge, "checkpoints")
+    monkeypatch.setattr(checkpoints, "KEPT_COUNT", 2)
+
+    async def script(client: SdkClient) -> Any:
+        for name in ("one", "two", "three"):
+            await client.call_tool("save_checkpoint", {"name": name})
+        return await client.call_tool("list_checkpoints", {})
+
+    listed = _calls(bridge, "2026-07-28", script)
+    assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["three", "two"]
+
+
+def importlib_module(bridge: Any, name: str) -> ModuleType:
+    import importlib
+
+    return importlib.import_module(f"{type(bridge).__module__.rsplit('.', 1)[0]}.{name}")
+
+
+def test_the_change_summary_is_in_the_lab_answer(bridge: Any) -> None:
+    execution = bridge.execution
+    envelope = serve_while(
+        bridge.dispatcher,
+        lambda: execution.run_lab_code("import bpy\nbpy.data.objects['Cube'].scale = (2, 2, 2)", False, lambda: True),
+    )
+    assert envelope["status"] == "ok"
+    assert envelope["changes"]["transformed"] == ["Cube"]
+
+
+def test_checkpoints_are_never_written_beside_the_users_file(bridge: Any, tmp_path: Path) -> None:
+    user_file = tmp_path / "work" / "scene.blend"
+    user_file.parent.mkdir()
+    bpy.ops.wm.save_as_mainfile(filepath=str(user_file))
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("save_checkpoint", {"name": "safe"})
+
+    _calls(bridge, "2026-07-28", script)
+    assert os.listdir(user_file.parent) == ["scene.blend"]
+
+
+def test_a_call_that_adds_many_objects_is_told_within_the_answer_budget_with_whole_counts(bridge: Any) -> None:
+    code = (
+        "for i in range(20000):\n"
+        "    bpy.context.scene.collection.objects.link(bpy.data.objects.new(f'Many_{i:05d}', None))\n"
+    )
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code})
+
+    told = _calls(bridge, "2026-07-28", script)
+    assert not told.is_error, told.text
+    changes = told.structured["changes"]
+    assert changes["cut_at_budget"] is True and changes["counts"]["added"] == 20000
+    assert 0 < len(changes["added"]) < 20000
+    assert len(told.text) < 40_000
+    assert "and 19997 more" in changes["said"]

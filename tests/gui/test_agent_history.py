@@ -1,0 +1,92 @@
+"""In the interactive Blender 5.2: the agent's change is told, the user's own edit (real keys, xdotool) makes the
+agent's undo refuse and is named by get_scene_changes, and the panel's Undo button (a real click) takes the
+agent's step back."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+
+from tests.gui.harness import GuiBlender
+from tests.gui.test_lifecycle import _open_hermes_panel
+
+pytestmark = pytest.mark.timeout(600)
+
+THREE_CHANGES = """
+import bpy
+bpy.data.objects.remove(bpy.data.objects["Light"])
+bpy.data.objects["Cube"].location = (0.0, 0.0, 0.0)
+sphere = bpy.data.objects.new("Sphere", bpy.data.meshes.new("SphereMesh"))
+bpy.context.scene.collection.objects.link(sphere)
+for obj in bpy.context.view_layer.objects:
+    obj.select_set(obj.name == "Cube")
+bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
+result = {}
+"""
+VIEWPORT = """
+window = bpy.context.window_manager.windows[0]
+area = next(area for area in window.screen.areas if area.type == "VIEW_3D")
+region = next(region for region in area.regions if region.type == "WINDOW")
+result = {"x": region.x + region.width // 2, "y": window.height - region.y - region.height // 2}
+"""
+
+
+def _keys(blender: GuiBlender, *keys: str) -> None:
+    for key in keys:
+        subprocess.run(["xdotool", "key", key], env=blender.env, check=True, timeout=30)
+        time.sleep(0.3)
+
+
+def _move_cube_by_hand(blender: GuiBlender) -> None:
+    """The person at Blender: pointer over the viewport, G X 2 Enter (move the selection 2 along X)."""
+    viewport = blender.probe(VIEWPORT)
+    subprocess.run(["xdotool", "mousemove", str(viewport["x"]), str(viewport["y"])], env=blender.env, check=True)
+    time.sleep(0.5)
+    _keys(blender, "g", "x", "2", "Return")
+    time.sleep(1.0)
+
+
+def test_a_users_edit_after_the_agents_step_makes_undo_refuse_and_is_named_since(own_gui: GuiBlender) -> None:
+    changed = own_gui.call("execute_blender_code", {"code": THREE_CHANGES}).data()["changes"]
+    assert changed["added"] == ["Sphere"] and changed["removed"] == ["Light"]
+    _move_cube_by_hand(own_gui)
+    assert own_gui.probe("result = bpy.data.objects['Cube'].location.x") == pytest.approx(2.0)
+
+    refused = own_gui.call("undo_agent_steps", {"steps": 1})
+    assert refused.is_error and refused.data()["state"] == "user_edited_since"
+    assert "moved Cube" in " ".join(refused.data()["user_edits"])
+    state = own_gui.probe(
+        "result = {'x': bpy.data.objects['Cube'].location.x, 'names': sorted(o.name for o in bpy.data.objects)}"
+    )
+    assert state == {"x": pytest.approx(2.0), "names": ["Camera", "Cube", "Sphere"]}  # both works stay
+
+    since = own_gui.call("get_scene_changes", {"since_revision": changed["revision"]["after"]}).data()
+    assert since["changes"]["transformed"] == ["Cube"]
+
+
+def test_the_panel_shows_the_agents_step_and_its_undo_button_takes_it_back(own_gui: GuiBlender) -> None:
+    own_gui.call("execute_blender_code", {"code": "bpy.data.objects.remove(bpy.data.objects['Light'])"})
+    sidebar = _open_hermes_panel(own_gui)
+    shot = own_gui.screenshot("agent-step-panel")
+    assert shot.stat().st_size > 0
+    own_gui.click(*_undo_button(own_gui, sidebar))
+    deadline = time.monotonic() + 30
+    while "Light" not in own_gui.probe("result = [o.name for o in bpy.data.objects]"):
+        assert time.monotonic() < deadline, "the panel's Undo did not bring the Light back"
+        time.sleep(0.2)
+    time.sleep(1.0)
+    own_gui.screenshot("agent-step-undone-panel")
+    assert own_gui.call("get_agent_history").data()["steps"] == []
+
+
+UNDO_ROW = 9
+"""The Undo button's row in the Hermes tab: the bridge panel's seven rows (state, address, clients, runtime file,
+log, Lab, Stop), then the "Agent's changes" header, then the button."""
+
+
+def _undo_button(blender: GuiBlender, sidebar: dict[str, int]) -> tuple[int, int]:
+    from tests.gui.test_lifecycle import _panel_button
+
+    return _panel_button(sidebar, UNDO_ROW)
