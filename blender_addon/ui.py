@@ -79,8 +79,12 @@ class HERMES_BRIDGE_PT_agent(bpy.types.Panel):
             box.label(text=f"{brief['step']}. {step.title}, {str(brief['at'])[11:]}", icon="TOOL_SETTINGS")
             for line in _wrap(step.summary["said"])[:3]:
                 box.label(text=line)
-        if not steps:
-            layout.label(text=execution.history.ended or "No changes by the agent yet")
+        undone = len(execution.history.undone)
+        if undone:
+            layout.label(text=f"{undone} step{'s' if undone > 1 else ''} taken back (the agent can redo)")
+        elif not steps:
+            for line in _wrap(execution.history.ended or "No changes by the agent yet"):
+                layout.label(text=line)
         for task in execution.tasks.working_tasks():
             snapshot = task.snapshot()
             row = layout.row()

@@ -325,3 +325,38 @@ def test_a_call_that_adds_many_objects_is_told_within_the_answer_budget_with_who
     assert 0 < len(changes["added"]) < 20000
     assert len(told.text) < 40_000
     assert "and 19997 more" in changes["said"]
+
+
+def test_the_panels_buttons_do_what_the_tools_do_with_the_same_refusals(bridge: Any) -> None:
+    """`Execution.run_here`, what the panel's Undo, Cancel and Restore buttons call on Blender's main thread."""
+    execution = bridge.execution
+    nothing = execution.run_here("undo_agent_steps", {"steps": 1})
+    assert nothing.is_error and '"state":"nothing_to_undo"' in nothing.content[0]["text"]
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].name = 'Box'"})
+
+    _calls(bridge, "2026-07-28", script)
+    undone = execution.run_here("undo_agent_steps", {"steps": 1})
+    assert not undone.is_error and "renamed Box to Cube" in undone.content[0]["text"]
+    assert "Cube" in bpy.data.objects
+    missing = execution.run_here("restore_checkpoint", {"name": "never saved"})
+    assert missing.is_error and "checkpoint_not_found" in missing.content[0]["text"]
+
+
+def test_a_restored_file_reads_as_changed_even_when_the_user_had_just_saved(bridge: Any, tmp_path: Path) -> None:
+    """What is open after a restore is not what the user's file on disk holds: Blender must ask before closing."""
+    user_file = tmp_path / "saved.blend"
+    bpy.ops.wm.save_as_mainfile(filepath=str(user_file))
+
+    def reopen() -> bool:  # Blender in the background keeps a file "changed" across a save; a fresh open is clean
+        bpy.ops.wm.open_mainfile(filepath=str(user_file))
+        return bpy.data.is_dirty
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("save_checkpoint", {"name": "clean"})
+        assert _on_main(bridge, reopen) is False  # the user opens their file: nothing unsaved
+        await client.call_tool("restore_checkpoint", {"name": "clean"})
+        return _on_main(bridge, lambda: (bpy.data.is_dirty, bpy.data.filepath))
+
+    assert _calls(bridge, "2026-07-28", script) == (True, str(user_file))

@@ -218,3 +218,31 @@ def test_a_first_call_that_restarts_the_bridge_answers_with_what_it_did(tmp_path
     assert not first.is_error, first.content
     assert json.loads(first.content[0].text)["result"] == {"ran": 1}
     assert not again.is_error and json.loads(again.content[0].text)["result"] == {"ran": 1}
+
+
+THREE_CHANGES = (
+    "bpy.data.objects.remove(bpy.data.objects['Light'])\n"
+    "bpy.data.objects['Cube'].location = (4.0, 5.0, 6.0)\n"
+    "bpy.context.scene.collection.objects.link(bpy.data.objects.new('Sphere', bpy.data.meshes.new('SphereMesh')))\n"
+)
+NAMES = "result = {'names': sorted(o.name for o in bpy.data.objects), 'x': bpy.data.objects['Cube'].location.x}"
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_change_is_told_and_undone_through_the_relay(tmp_path: Path, mode: str) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def body(client: Client) -> tuple[Any, Any, Any, Any]:
+        changed = await client.call_tool("execute_blender_code", {"code": THREE_CHANGES})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        after = await client.call_tool("execute_blender_code", {"code": NAMES})
+        checkpoint = await client.call_tool("save_checkpoint", {"name": "relayed"})
+        return changed, undone, after, checkpoint
+
+    with HeadlessBlender(runtime_file):
+        (changed, undone, after, checkpoint), _ = _session(runtime_file, body, mode)
+    told = changed.structured_content["changes"]
+    assert (told["added"], told["removed"], told["transformed"]) == (["Sphere"], ["Light"], ["Cube"])
+    assert not undone.is_error and undone.structured_content["changes"]["added"] == ["Light"]
+    assert after.structured_content["result"] == {"names": ["Camera", "Cube", "Light"], "x": 0.0}
+    assert not checkpoint.is_error and checkpoint.structured_content["checkpoint"]["name"] == "relayed"

@@ -71,7 +71,7 @@ def test_the_panel_shows_the_agents_step_and_its_undo_button_takes_it_back(own_g
     sidebar = _open_hermes_panel(own_gui)
     shot = own_gui.screenshot("agent-step-panel")
     assert shot.stat().st_size > 0
-    own_gui.click(*_undo_button(own_gui, sidebar))
+    own_gui.click(*_undo_button(sidebar))
     deadline = time.monotonic() + 30
     while "Light" not in own_gui.probe("result = [o.name for o in bpy.data.objects]"):
         assert time.monotonic() < deadline, "the panel's Undo did not bring the Light back"
@@ -81,12 +81,11 @@ def test_the_panel_shows_the_agents_step_and_its_undo_button_takes_it_back(own_g
     assert own_gui.call("get_agent_history").data()["steps"] == []
 
 
-UNDO_ROW = 9
-"""The Undo button's row in the Hermes tab: the bridge panel's seven rows (state, address, clients, runtime file,
+UNDO_BELOW_TOP = 265
+"""Pixels from the sidebar's top to the middle of the Undo button at the default interface scale (measured on the
+screenshot agent-step-panel.png): the bridge panel's header and seven rows (state, address, clients, runtime file,
 log, Lab, Stop), then the "Agent's changes" header, then the button."""
 
 
-def _undo_button(blender: GuiBlender, sidebar: dict[str, int]) -> tuple[int, int]:
-    from tests.gui.test_lifecycle import _panel_button
-
-    return _panel_button(sidebar, UNDO_ROW)
+def _undo_button(sidebar: dict[str, int]) -> tuple[int, int]:
+    return sidebar["left"] + (sidebar["width"] - 20) // 2, sidebar["top"] + UNDO_BELOW_TOP

@@ -11,7 +11,8 @@ Commands (one per stdin line):
   status          Hermes's local liveness state and sentence for `blender` (no connection)
   discover        Hermes's MCP discovery of the `blender` server; the tools it registered
   registered      the `mcp__blender__` tools in Hermes's registry now (what the model can call)
-  call TOOL       a tool call exactly as the model makes it; what the model receives, and how long it took
+  call TOOL [JSON] a tool call exactly as the model makes it (JSON: its arguments); what the model receives, and how
+                  long it took
   messages        Hermes's own sentences for an open breaker and for a stdio child lost mid-call (the skill quotes
                   them), made by Hermes's code for a server named `blender`
   launcher        what Hermes resolves a bare `uv` to for a stdio server (its managed copy)
@@ -99,11 +100,11 @@ def registered() -> dict[str, Any]:
     return {"tools": sorted(name for name in registry.get_all_tool_names() if name.startswith(f"mcp__{SERVER}__"))}
 
 
-def call(tool: str) -> dict[str, Any]:
+def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     from model_tools import handle_function_call
 
     started = time.monotonic()
-    received = handle_function_call(f"mcp__{SERVER}__{tool}", {})
+    received = handle_function_call(f"mcp__{SERVER}__{tool}", arguments)
     return {"received": received, "seconds": round(time.monotonic() - started, 3)}
 
 
@@ -172,7 +173,8 @@ def main() -> int:
             if word == "inspect":
                 answer = inspect(Path(rest))
             elif word == "call":
-                answer = call(rest)
+                tool, _, arguments = rest.partition(" ")
+                answer = call(tool, json.loads(arguments) if arguments else {})
             elif word == "bench":
                 answer = bench(json.loads(rest))
             else:

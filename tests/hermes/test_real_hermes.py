@@ -107,6 +107,27 @@ def test_one_hermes_process_follows_blender_closed_started_stopped_restarted_kil
     assert token not in hermes.everything_hermes_wrote()
 
 
+def test_through_real_hermes_a_change_is_told_and_the_agents_undo_takes_it_back(hermes: HermesHost) -> None:
+    hermes.install_blender()
+    session = hermes.start()
+    session.ask("discover")
+    three = (
+        "bpy.data.objects.remove(bpy.data.objects['Light'])\n"
+        "bpy.data.objects['Cube'].location = (4.0, 5.0, 6.0)\n"
+        "bpy.context.scene.collection.objects.link(bpy.data.objects.new('Sphere', None))\n"
+    )
+    names = "result = {'names': sorted(o.name for o in bpy.data.objects), 'x': bpy.data.objects['Cube'].location.x}"
+    with HeadlessBlender(hermes.runtime_file):
+        changed, _ = _scene(session.ask("call execute_blender_code " + json.dumps({"code": three})))
+        undone, _ = _scene(session.ask('call undo_agent_steps {"steps": 1}'))
+        after, _ = _scene(session.ask("call execute_blender_code " + json.dumps({"code": names})))
+    told = changed["changes"]
+    assert (told["added"], told["removed"], told["transformed"]) == (["Sphere"], ["Light"], ["Cube"])
+    assert "added Sphere" in told["said"]
+    assert undone["changes"]["added"] == ["Light"] and undone["changes"]["removed"] == ["Sphere"]
+    assert after["result"] == {"names": ["Camera", "Cube", "Light"], "x": 0.0}
+
+
 def test_the_skill_quotes_hermess_own_breaker_and_lost_subprocess_sentences(hermes: HermesHost) -> None:
     said = hermes.start().ask("messages")
     assert BREAKER in said["breaker"] and (said["threshold"], said["cooldown"]) == (3, 60.0)
