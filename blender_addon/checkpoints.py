@@ -63,7 +63,9 @@ class Checkpoints:
         self._copying = copying
         self._listed: tuple[int, list[Checkpoint]] | None = None
 
-    def save(self, name: str, revision: int, *, rescue: bool = False) -> Checkpoint:
+    def save(self, name: str, revision: int, *, rescue: bool = False, keep: str | None = None) -> Checkpoint:
+        """Write the open file as checkpoint `name` (replacing one of that name); then the folder is bounded,
+        never dropping this one nor `keep` (the checkpoint a restore is about to load)."""
         check_name(name)
         folder = self.folder
         final = folder / f"{name}{SUFFIX}"
@@ -88,7 +90,7 @@ class Checkpoints:
                 f"the checkpoint {name!r} could not be written in {folder}: {_why(exc)}. The scene is untouched",
                 state="checkpoint_not_written",
             ) from None
-        self._prune(keep=name)
+        self._prune(keep={name, keep})
         return record
 
     def list(self) -> list[Checkpoint]:
@@ -156,14 +158,15 @@ class Checkpoints:
         finally:
             self._copying(False)
 
-    def _prune(self, keep: str) -> None:
-        """Drop the oldest checkpoints beyond KEPT_COUNT or KEPT_BYTES (never `keep`, the one just written)."""
+    def _prune(self, keep: set[str | None]) -> None:
+        """Drop checkpoints beyond KEPT_COUNT or KEPT_BYTES: rescue checkpoints first, then the agent's, oldest
+        first each; never those in `keep`."""
         records = self.list()
         total = sum(record.size for record in records)
-        for record in reversed(records):
+        for record in sorted(records, key=lambda record: (not record.rescue, record.saved_at)):
             if len(records) <= KEPT_COUNT and total <= KEPT_BYTES:
                 break
-            if record.name == keep:
+            if record.name in keep:
                 continue
             for suffix in (SUFFIX, ".json"):
                 with contextlib.suppress(OSError):

@@ -96,6 +96,7 @@ def restore_checkpoint(arguments: dict[str, Any], job: JobContext) -> dict[str, 
         f"rescue-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}",
         job.changes.revision,
         rescue=True,
+        keep=record.name,
     )
     user_file = bpy.data.filepath
     job.changes.expect_load(f"restored checkpoint {record.name}")

@@ -360,3 +360,17 @@ def test_a_restored_file_reads_as_changed_even_when_the_user_had_just_saved(brid
         return _on_main(bridge, lambda: (bpy.data.is_dirty, bpy.data.filepath))
 
     assert _calls(bridge, "2026-07-28", script) == (True, str(user_file))
+
+
+def test_restoring_again_and_again_never_drops_the_checkpoint_restored(
+    bridge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each restore saves a rescue checkpoint: the bound drops rescues first, never the one being restored."""
+    monkeypatch.setattr(importlib_module(bridge, "checkpoints"), "KEPT_COUNT", 1)
+
+    async def script(client: SdkClient) -> list[Any]:
+        await client.call_tool("save_checkpoint", {"name": "keeper"})
+        return [await client.call_tool("restore_checkpoint", {"name": "keeper"}) for _ in range(5)]
+
+    restores = _calls(bridge, "2026-07-28", script)
+    assert [result.is_error for result in restores] == [False] * 5, restores[-1].text
