@@ -58,6 +58,7 @@ class AgentHistory:
         self._based = gui
         """Blender's history holds a step the agent's first can go back to (the GUI starts with one)."""
         self._loads = changes.loads
+        self._foreign = changes.foreign_steps
         """The file loads this history has seen: one more means a file was opened since, and it ended."""
         self._numbers = 0
         self._undone_at = 0
@@ -82,10 +83,14 @@ class AgentHistory:
         self._based = self._gui
 
     def follow_loads(self) -> None:
-        """End the history if a file was loaded since it last looked."""
+        """End the history if a file was loaded, or agent code moved Blender's undo history itself, since it last
+        looked: what Blender's history holds is no longer the agent's steps."""
         if self._loads != self._changes.loads:
             self._loads = self._changes.loads
             self.file_replaced("a file was opened or reloaded")
+        if self._foreign != self._changes.foreign_steps:
+            self._foreign = self._changes.foreign_steps
+            self.file_replaced("code moved Blender's undo history itself (bpy.ops.ed.undo or redo)")
 
     def restored(self, what: str) -> None:
         """A checkpoint was loaded: the history starts over from it, with a step that marks the file changed (it is
@@ -125,9 +130,12 @@ class AgentHistory:
                 user_edits=in_way,
             )
         taken = self.done[-steps:]
-        self._move(steps, bpy.ops.ed.undo, "undo")
-        del self.done[-steps:]
+        moved = self._move(steps, bpy.ops.ed.undo)
+        taken = taken[len(taken) - moved :]
+        del self.done[len(self.done) - moved :]
         self.undone.extend(reversed(taken))
+        if moved < steps:
+            self._exhausted(moved, steps, "taken back", [inverse(step.summary) for step in reversed(taken)], taken)
         told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken)
         self._undone_at = told["revision"]["after"]
         return told
@@ -145,9 +153,12 @@ class AgentHistory:
                 user_edits=in_way,
             )
         brought = list(reversed(self.undone[-steps:]))
-        self._move(steps, bpy.ops.ed.redo, "redo")
-        del self.undone[-steps:]
+        moved = self._move(steps, bpy.ops.ed.redo)
+        brought = brought[:moved]
+        del self.undone[len(self.undone) - moved :]
         self.done.extend(brought)
+        if moved < steps:
+            self._exhausted(moved, steps, "brought back", [step.summary for step in brought], brought)
         return self._told([step.summary for step in brought], "redone", brought)
 
     def _check_count(self, steps: int, steps_held: list[Step], verb: str) -> None:
@@ -163,27 +174,38 @@ class AgentHistory:
                 steps_available=held,
             )
 
-    def _move(self, steps: int, operator: Callable[[], set[str]], verb: str) -> None:
-        """Move Blender's history `steps` steps; a step Blender no longer holds stops it with what was done."""
-        for moved in range(steps):
-            try:
-                with window():
-                    result = operator()
-            except RuntimeError as exc:
-                result = {str(exc)}
-            if "FINISHED" not in result:
-                self._changes.replaced()
-                raise ToolError(
-                    f"Blender's history held only {moved} of the {steps} steps to {verb} (it keeps "
-                    f"{bpy.context.preferences.edit.undo_steps} steps: Preferences > System > Undo Steps); "
-                    f"{moved} were {verb}ne",
-                    state="history_exhausted",
-                )
-        self._changes.replaced()
+    def _move(self, steps: int, operator: Callable[[], set[str]]) -> int:
+        """Move Blender's history up to `steps` steps: how many it moved (fewer when it no longer holds them)."""
+        moved = 0
+        self._changes.moving_history(True)
+        try:
+            while moved < steps:
+                try:
+                    with window():
+                        result = operator()
+                except RuntimeError:  # Blender's poll: no step left to move to
+                    break
+                if "FINISHED" not in result:
+                    break
+                moved += 1
+        finally:
+            self._changes.moving_history(False)
+            self._changes.replaced()
+        return moved
+
+    def _exhausted(self, moved: int, steps: int, verb: str, summaries: list[Summary], which: list[Step]) -> None:
+        """Blender held fewer steps than asked: what did move is told, and the history follows it."""
+        done = self._told(summaries, verb, which) if which else None
+        raise ToolError(
+            f"Blender's history held only {moved} of the {steps} steps (it keeps "
+            f"{bpy.context.preferences.edit.undo_steps}: Preferences > System > Undo Steps); {moved} were {verb}",
+            state="history_exhausted",
+            moved=moved,
+            **({"changes": done} if done else {}),
+        )
 
     def _told(self, summaries: list[Summary], word: str, steps: list[Step]) -> Summary:
         told = merge(summaries)
-        told["revision"] = {"before": steps[0].summary["revision"]["before"], "after": self._changes.revision}
         told["steps"] = [step.number for step in steps]
         self._changes.note(f"agent:{word}", told)
         return told

@@ -23,6 +23,7 @@ from typing import Any
 
 import bpy
 
+from . import log
 from .tools import scene_index
 from .tools.base import budgeted, name_of
 
@@ -196,6 +197,9 @@ class Scene:
         self.journal: list[Entry] = []
         self.journal_size = journal_size
         self.loads = 0
+        self.foreign_steps = 0
+        """Undo or redo run by a job's code itself: it ends the agent's history as a file load does."""
+        self._moving_history = False
         """Files loaded (opened, reverted, restored) since install: a load ends the agent's history."""
         self._load_word: str | None = None
         self._path_before_load = ""
@@ -224,6 +228,13 @@ class Scene:
                 handlers.append(handler)
         self._read_afresh()
         self.known_from = self._moment.revision
+
+    def _reinstall(self) -> None:
+        missing = [name for name, handler in self._handlers.items() if handler not in getattr(bpy.app.handlers, name)]
+        if missing:
+            log.logger.warning("Blender's %s handlers were removed (by agent code?); put back", ", ".join(missing))
+            for name in missing:
+                getattr(bpy.app.handlers, name).append(self._handlers[name])
 
     def uninstall(self) -> None:
         for name, handler in self._handlers.items():
@@ -264,9 +275,15 @@ class Scene:
             self._span.files.append({"event": "saved", "path": bpy.data.filepath})
 
     def _stepped(self, *_args: Any) -> None:
-        if self._in_job:
+        if self._moving_history:
             return  # the agent's own undo or redo: its tool tells what it took back, then calls `replaced`
+        if self._in_job:
+            self.foreign_steps += 1  # the job's code ran undo or redo itself: the agent's history no longer holds
         self._replaced_by({"event": "undo history moved (undo or redo)", "path": bpy.data.filepath})
+
+    def moving_history(self, moving: bool) -> None:
+        """The agent's history is moving Blender's (undo_agent_steps): not a change of its own."""
+        self._moving_history = moving
 
     def _replaced_by(self, event: dict[str, str]) -> None:
         """Every datablock was replaced: the span is closed by names and counts, then everything read afresh."""
@@ -295,7 +312,9 @@ class Scene:
     # Spans ------------------------------------------------------------------------------------
 
     def begin(self) -> None:
-        """An agent job starts: what happened since the last one is closed first, as not the agent's."""
+        """An agent job starts: what happened since the last one is closed first, as not the agent's. Handlers
+        agent code removed are put back (and the log says so): without them nothing would be told."""
+        self._reinstall()
         self.settle()
         self._in_job = True
         self._replaced = []
@@ -312,6 +331,7 @@ class Scene:
         finally:
             self._in_job = False
             self._replaced = []
+            self._load_word = None  # a load the job expected and never made says nothing about the next one
 
     def settle(self) -> None:
         """Close the open span between jobs (the user's edits so far), so a reader or a job after it sees them."""
@@ -330,8 +350,12 @@ class Scene:
         self._saving_copy = saving
 
     def note(self, author: str, summary: Summary) -> None:
-        """Keep a summary told by a tool (the agent's undo, whose own reload says nothing by uid)."""
+        """Keep a summary told by a tool (the agent's undo, whose own reload says nothing by uid): the revision
+        moves on, and the summary spans from the last closed moment to it."""
+        before = self._moment.revision
+        scene_index.changed()
         self._moment = Moment.now()
+        summary["revision"] = {"before": before, "after": self._moment.revision}
         self._record(author, summary)
 
     def _record(self, author: str, summary: Summary) -> None:

@@ -26,8 +26,11 @@ from .agent_history import window
 from .errors import ToolError
 from .owner_files.permissions import owner_only_folder
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}")
-"""A checkpoint name: letters, digits, space, `_`, `.`, `-`; no path separator, no control character."""
+NAME = re.compile(r"(?!(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?$)[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}(?<![ .])", re.I)
+"""A checkpoint name: letters, digits, space, `_`, `.`, `-`; no path separator, no control character, not a name
+Windows reserves (CON, NUL, COM1, ...), not ending with a dot or a space (Windows drops them)."""
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+"""A file of ours made new: never through a link or over a file someone put there."""
 KEPT_COUNT = 20
 KEPT_BYTES = 4 * 1024**3
 RESCUE_PREFIX = "rescue-"
@@ -135,14 +138,21 @@ class Checkpoints:
         if not record.file:
             copies = self.folder / "unsaved"
             copies.mkdir(exist_ok=True, mode=0o700)
-            copy = copies / f"{record.name}{SUFFIX}"
-            shutil.copyfile(source, copy)
-            copy.chmod(0o600)
+            owner_only_folder(copies)
+            copy = copies / f"{record.name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}{SUFFIX}"
+            with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
+                shutil.copyfileobj(reading, writing)
             source = copy
-        with window():
-            result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)
+        try:
+            with window():
+                result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)
+        except RuntimeError as exc:
+            result = {str(exc)}
         if "FINISHED" not in result:
-            raise ToolError(f"Blender could not load the checkpoint {record.name!r}", state="checkpoint_not_loaded")
+            raise ToolError(
+                f"Blender could not load the checkpoint {record.name!r}: {_why(RuntimeError(*result))}",
+                state="checkpoint_not_loaded",
+            )
         return bool(record.file) and bpy.data.filepath == record.file
 
     def _ready_folder(self) -> Path:
@@ -159,11 +169,11 @@ class Checkpoints:
             self._copying(False)
 
     def _prune(self, keep: set[str | None]) -> None:
-        """Drop checkpoints beyond KEPT_COUNT or KEPT_BYTES: rescue checkpoints first, then the agent's, oldest
-        first each; never those in `keep`."""
+        """Drop the oldest checkpoints beyond KEPT_COUNT or KEPT_BYTES (a rescue is as precious as any: it may hold
+        the only copy of what a restore replaced); never those in `keep`."""
         records = self.list()
         total = sum(record.size for record in records)
-        for record in sorted(records, key=lambda record: (not record.rescue, record.saved_at)):
+        for record in sorted(records, key=lambda record: record.saved_at):
             if len(records) <= KEPT_COUNT and total <= KEPT_BYTES:
                 break
             if record.name in keep:
@@ -188,8 +198,8 @@ def check_name(name: str, *, quiet: bool = False) -> bool:
 
 
 def _write_json(path: Path, record: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.{time.time_ns()}.tmp")
+    fd = os.open(temporary, _NEW_FILE, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         json.dump(record, file)
     os.replace(temporary, path)

@@ -59,6 +59,14 @@ def history(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
 
 def scene_changes(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     since = arguments["since_revision"]
+    job.changes.settle()
+    if since > job.changes.revision:
+        raise ToolError(
+            f"revision {since} is not one this bridge gave: the scene is at revision {job.changes.revision} (a "
+            "revision from before Blender or the bridge restarted means nothing now). Read the scene again",
+            state="revision_unknown",
+            revision=job.changes.revision,
+        )
     summary = job.changes.since(since)
     if summary is None:
         raise ToolError(

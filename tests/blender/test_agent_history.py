@@ -374,3 +374,53 @@ def test_restoring_again_and_again_never_drops_the_checkpoint_restored(
 
     restores = _calls(bridge, "2026-07-28", script)
     assert [result.is_error for result in restores] == [False] * 5, restores[-1].text
+
+
+def test_code_that_runs_undo_itself_ends_the_history_and_says_so(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 1"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 2"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.ops.ed.undo()"})
+        return await client.call_tool("undo_agent_steps", {"steps": 1})
+
+    refused = _calls(bridge, "2026-07-28", script)
+    assert refused.is_error and "nothing_to_undo" in refused.text and "undo history itself" in refused.text
+
+
+def test_handlers_agent_code_removes_are_put_back_and_changes_are_still_told(bridge: Any) -> None:
+    clear = "bpy.app.handlers.depsgraph_update_post.clear()\nbpy.app.handlers.load_post.clear()"
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": clear})
+        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 3"})
+
+    moved = _calls(bridge, "2026-07-28", script)
+    assert moved.structured["changes"]["transformed"] == ["Cube"]
+
+
+@pytest.mark.parametrize("name", ["CON", "nul.txt", "com1", "trailing.", "trailing "])
+def test_names_windows_reserves_are_refused(bridge: Any, name: str) -> None:
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("save_checkpoint", {"name": name})
+
+    refused = _calls(bridge, "2026-07-28", script)
+    assert refused.is_error and "invalid_checkpoint_name" in refused.text
+
+
+def test_a_revision_this_bridge_never_gave_is_refused_by_name(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("get_scene_changes", {"since_revision": 10**12})
+
+    refused = _calls(bridge, "2026-07-28", script)
+    assert refused.is_error and "revision_unknown" in refused.text
+
+
+def test_the_agents_undo_is_in_what_changed_since(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        moved = await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 5"})
+        await client.call_tool("undo_agent_steps", {"steps": 1})
+        since = moved.structured["changes"]["revision"]["after"]
+        return await client.call_tool("get_scene_changes", {"since_revision": since})
+
+    since = _calls(bridge, "2026-07-28", script)
+    assert since.structured["changes"]["transformed"] == ["Cube"] and since.structured["changes"]["changed"]
