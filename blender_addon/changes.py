@@ -14,10 +14,11 @@ Everything here runs on Blender's main thread: handlers, and the jobs that `begi
 from __future__ import annotations
 
 import array
+import contextlib
 import json
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -344,6 +345,19 @@ class Scene:
     def _take_span(self) -> Touched:
         span, self._span = self._span, Touched()
         return span
+
+    @contextlib.contextmanager
+    def unrecorded(self) -> Iterator[None]:
+        """Changes a tool makes and takes back inside (a montage's camera) are nobody's: the span before is closed
+        first, what the depsgraph names inside is dropped, and the scene's revision is what it was."""
+        self.settle()
+        revision = scene_index.revision()
+        try:
+            yield
+        finally:
+            _evaluate()
+            self._span = Touched()
+            scene_index.restore(revision)
 
     def copying(self, saving: bool) -> None:
         """A checkpoint is being written (`save_as_mainfile(copy=True)`): not a save of the user's file."""

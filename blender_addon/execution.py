@@ -122,8 +122,8 @@ class Execution:
         """A tool run on this (main) thread, now: the panel's buttons do what the tools do, with the same rules
         and refusals, and the same change record."""
         tool = CATALOGUE[name]
-        validate(tool.input_schema, arguments)
         try:
+            validate(tool.input_schema, arguments)
             outcome = _run_tool(tool, arguments, self._job(None))
         except ToolError as exc:
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)

@@ -11,6 +11,7 @@ from .code import EXECUTE_BLENDER_CODE
 from .frame_tasks import FRAME_TASK_TOOLS
 from .frames import RENDER_FRAMES
 from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
+from .montage import VIEW_MONTAGE
 from .render import RENDER_TOOLS
 from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
 from .screen import SCREEN_TOOLS
@@ -23,6 +24,7 @@ CATALOGUE: dict[str, Tool] = {
         *BLENDFILE_TOOLS,
         EXECUTE_BLENDER_CODE,
         *SCREEN_TOOLS,
+        VIEW_MONTAGE,
         *RENDER_TOOLS,
         RENDER_FRAMES,
         *FRAME_TASK_TOOLS,

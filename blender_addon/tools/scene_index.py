@@ -38,6 +38,14 @@ def changed(*_args: Any) -> None:
     _lists.clear()
 
 
+def restore(number: int) -> None:
+    """The scene is what it was at revision `number` again (a tool took back what it set): say so. The kept counts
+    were dropped by the changes between, and are read again at that revision."""
+    _state["revision"] = number
+    _kept.clear()
+    _lists.clear()
+
+
 def install() -> None:
     """Listen to Blender's change handlers (idempotent)."""
     for name in HANDLERS:

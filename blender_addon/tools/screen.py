@@ -9,11 +9,8 @@ picture that is still one colour is never returned as a screenshot, the error sa
 
 from __future__ import annotations
 
-import struct
 import tempfile
 import time
-import zlib
-from array import array
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ import bpy
 from ..errors import ToolError
 from .base import MUTATING, NO_ARGUMENTS, Image, Tool, arguments, shallow
 from .context import JobContext
+from .pictures import SIZE_LIMIT, fitted, pixels_of, png_bytes
 from .python_exec import Deferred
 
 SPACE_TYPES = (
@@ -41,13 +39,6 @@ SPACE_TYPES = (
     "FILE_BROWSER",
     "SPREADSHEET",
 )
-_SIZE = {
-    "type": "integer",
-    "minimum": 0,
-    "maximum": 50_000_000,
-    "description": "Shrink the PNG below this many bytes (0: no limit).",
-}
-_SMALLEST_SIDE = 64
 
 
 def require_window() -> Any:
@@ -92,47 +83,15 @@ def _screenshot(operator: str, override: dict[str, Any], size_limit: int, fallba
             getattr(bpy.ops.screen, operator)(filepath=str(path), check_existing=False)
         if _uniform_png(path):
             return Deferred(fallback().poll)
-        return _fitted(path, size_limit)
+        return fitted(path, size_limit)
 
 
 def _uniform_png(path: Path) -> bool:
-    return _uniform(_pixels_of(path)[1].tobytes(), 16)
-
-
-def _pixels_of(path: Path) -> tuple[tuple[int, int], array[float]]:
-    """A picture's size and its RGBA floats as Blender reads them, bottom row first."""
-    image = bpy.data.images.load(str(path))
-    try:
-        width, height = image.size
-        pixels = array("f", bytes(4 * 4 * width * height))
-        image.pixels.foreach_get(pixels)
-    finally:
-        bpy.data.images.remove(image)
-    return (width, height), pixels
+    return _uniform(pixels_of(path)[1].tobytes(), 16)
 
 
 def _uniform(data: bytes, pixel: int) -> bool:
     return not data or data == data[:pixel] * (len(data) // pixel)
-
-
-def _fitted(path: Path, size_limit: int) -> Image:
-    """The PNG at `path`, halved until it fits `size_limit` bytes (0: no limit)."""
-    image = bpy.data.images.load(str(path))
-    try:
-        width, height = image.size
-        png = path.read_bytes()
-        while size_limit and len(png) > size_limit:
-            width, height = width // 2, height // 2
-            if min(width, height) < _SMALLEST_SIDE:
-                raise ToolError(f"The screenshot cannot be made smaller than {size_limit} bytes.", state="too_large")
-            image.scale(width, height)
-            image.filepath_raw = str(path)
-            image.file_format = "PNG"
-            image.save()
-            png = path.read_bytes()
-    finally:
-        bpy.data.images.remove(image)
-    return Image(png, {"width": width, "height": height, "bytes": len(png)})
 
 
 CAPTURE_WAIT = 3.0
@@ -204,8 +163,8 @@ class _RegionCapture:
             )
         with tempfile.TemporaryDirectory(prefix="hermes-shot-") as folder:
             path = Path(folder) / "shot.png"
-            path.write_bytes(_png(width, height, bytes(canvas)))
-            return _fitted(path, self._size_limit)
+            path.write_bytes(png_bytes(width, height, bytes(canvas)))
+            return fitted(path, self._size_limit)
 
 
 def _view3d_pixels(window: Any, area: Any, region: Any) -> bytes:
@@ -264,18 +223,6 @@ def _paste(
         for i in range(0, len(source), 4):
             if source[i + 3]:
                 canvas[start + i : start + i + 3] = source[i : i + 3]
-
-
-def _png(width: int, height: int, rgba_bottom_up: bytes) -> bytes:
-    """An RGBA PNG, rows top first as PNG wants them (standard library only)."""
-    stride = width * 4
-    rows = b"".join(b"\0" + rgba_bottom_up[y * stride : (y + 1) * stride] for y in reversed(range(height)))
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    header = struct.pack(">IIBBBBB", width, height, 8, 6, 0, 0, 0)
-    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 6)) + chunk(b"IEND", b"")
 
 
 def window_as_json(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
@@ -377,7 +324,7 @@ SCREEN_TOOLS = (
         "Screenshot of the window",
         "A PNG of Blender's whole window (interactive Blender only).",
         screenshot_window,
-        input_schema=arguments(size_limit_in_bytes={**_SIZE, "default": 0}),
+        input_schema=arguments(size_limit_in_bytes={**SIZE_LIMIT, "default": 0}),
     ),
     Tool(
         "get_screenshot_of_area_as_image",
@@ -386,7 +333,7 @@ SCREEN_TOOLS = (
         screenshot_area,
         input_schema=arguments(
             area_ui_type={"type": "string", "minLength": 1, "maxLength": 64},
-            size_limit_in_bytes={**_SIZE, "default": 0},
+            size_limit_in_bytes={**SIZE_LIMIT, "default": 0},
         ),
     ),
     Tool(

@@ -31,6 +31,7 @@ OUR_OWN = {
     "save_checkpoint",
     "list_checkpoints",
     "restore_checkpoint",
+    "get_view_montage",
 }
 """Beyond the official Blender Lab catalogue (README › Tools)."""
 OFFICIAL_NAMES = {

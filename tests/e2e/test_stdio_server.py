@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -246,3 +247,17 @@ def test_a_change_is_told_and_undone_through_the_relay(tmp_path: Path, mode: str
     assert not undone.is_error and undone.structured_content["changes"]["added"] == ["Light"]
     assert after.structured_content["result"] == {"names": ["Camera", "Cube", "Light"], "x": 0.0}
     assert not checkpoint.is_error and checkpoint.structured_content["checkpoint"]["name"] == "relayed"
+
+
+def test_the_montage_reaches_the_client_as_image_content_through_the_relay(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def body(client: Client) -> Any:
+        return await client.call_tool("get_view_montage", {"tile_size": 64, "views": ["front", "top"]})
+
+    with HeadlessBlender(runtime_file):
+        result, _ = _session(runtime_file, body, "2026-07-28")
+    assert not result.is_error
+    image = result.content[0]
+    assert image.type == "image" and image.mime_type == "image/png"
+    assert base64.b64decode(image.data).startswith(b"\x89PNG")

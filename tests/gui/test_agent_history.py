@@ -4,12 +4,16 @@ agent's step back."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.gui.harness import GuiBlender
+from tests.gui.harness import ARTIFACTS, GuiBlender
 from tests.gui.test_lifecycle import _open_hermes_panel
 
 pytestmark = pytest.mark.timeout(600)
@@ -46,6 +50,49 @@ def _move_cube_by_hand(blender: GuiBlender) -> None:
     time.sleep(0.5)
     _keys(blender, "g", "x", "2", "Return")
     time.sleep(1.0)
+
+
+SCENE = (
+    "result = {'objects': {o.name: [round(v, 5) for v in o.matrix_world.col[3]] for o in bpy.data.objects}, "
+    "'counts': {k: len(getattr(bpy.data, k)) for k in ('objects', 'meshes', 'lights', 'cameras')}}"
+)
+
+
+def test_a_call_that_adds_moves_and_deletes_is_told_and_undone_exactly_and_redone(own_gui: GuiBlender) -> None:
+    before = own_gui.code(SCENE)
+    moved = THREE_CHANGES.replace("(0.0, 0.0, 0.0)", "(4.0, 5.0, 6.0)")
+    told = own_gui.call("execute_blender_code", {"code": moved}).data()["changes"]
+    assert (told["added"], told["removed"], told["transformed"]) == (["Sphere"], ["Light"], ["Cube"])
+    after_change = own_gui.code(SCENE)
+    undone = own_gui.call("undo_agent_steps", {"steps": 1})
+    assert not undone.is_error, undone.data()
+    assert own_gui.code(SCENE) == before
+    assert not own_gui.call("redo_agent_steps", {"steps": 1}).is_error
+    assert own_gui.code(SCENE) == after_change
+
+
+def test_a_checkpoint_restores_a_scene_whose_objects_were_all_deleted_and_keeps_the_users_file(
+    own_gui: GuiBlender, tmp_path: Path
+) -> None:
+    user_file = tmp_path / "project" / "chair.blend"
+    user_file.parent.mkdir()
+    own_gui.code(f"bpy.ops.wm.save_as_mainfile(filepath={str(user_file)!r})")
+    on_disk = hashlib.sha256(user_file.read_bytes()).hexdigest()
+    before = own_gui.code(SCENE)
+    assert not own_gui.call("save_checkpoint", {"name": "before cleanup"}).is_error
+    own_gui.code("for o in list(bpy.data.objects): bpy.data.objects.remove(o)")
+    restored = own_gui.call("restore_checkpoint", {"name": "before cleanup"})
+    assert not restored.is_error, restored.data()
+    assert own_gui.code(SCENE) == before
+    assert own_gui.code("result = {'path': bpy.data.filepath, 'dirty': bpy.data.is_dirty}") == {
+        "path": str(user_file),
+        "dirty": True,
+    }
+    assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
+    rescue = restored.data()["rescue"]["name"]
+    assert not own_gui.call("restore_checkpoint", {"name": rescue}).is_error
+    assert own_gui.code("result = len(bpy.data.objects)") == 0  # the rescue holds the deleted-all state
+    own_gui.screenshot("checkpoint-restored-rescue")
 
 
 def test_a_users_edit_after_the_agents_step_makes_undo_refuse_and_is_named_since(own_gui: GuiBlender) -> None:
@@ -89,3 +136,19 @@ log, Lab, Stop), then the "Agent's changes" header, then the button."""
 
 def _undo_button(sidebar: dict[str, int]) -> tuple[int, int]:
     return sidebar["left"] + (sidebar["width"] - 20) // 2, sidebar["top"] + UNDO_BELOW_TOP
+
+
+def test_the_montage_in_the_interactive_blender_shows_the_views_and_leaves_no_trace(own_gui: GuiBlender) -> None:
+    state = (
+        "result = {'objects': len(bpy.data.objects), 'cameras': len(bpy.data.cameras), "
+        "'camera': bpy.context.scene.camera.name, 'engine': bpy.context.scene.render.engine}"
+    )
+    before = own_gui.code(state)
+    answer = own_gui.rpc("get_view_montage", {"tile_size": 256})
+    assert answer["isError"] is False, answer
+    image, details = answer["content"]
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    path = ARTIFACTS / "montage-gui.png"
+    path.write_bytes(base64.b64decode(image["data"]))
+    assert json.loads(details["text"])["views"] == ["front", "right", "top", "three-quarter"]
+    assert own_gui.code(state) == before

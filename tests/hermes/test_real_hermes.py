@@ -128,6 +128,19 @@ def test_through_real_hermes_a_change_is_told_and_the_agents_undo_takes_it_back(
     assert after["result"] == {"names": ["Camera", "Cube", "Light"], "x": 0.0}
 
 
+def test_through_real_hermes_the_montage_arrives_as_an_image(hermes: HermesHost) -> None:
+    hermes.install_blender()
+    session = hermes.start()
+    session.ask("discover")
+    with HeadlessBlender(hermes.runtime_file):
+        answer = session.ask('call get_view_montage {"tile_size": 64, "views": ["front"]}')
+    text = json.loads(answer["received"])["result"]
+    media, _, details = text.partition("\n")
+    assert media.startswith("MEDIA:")  # Hermes keeps MCP image content as a file it hands the model
+    assert Path(media.removeprefix("MEDIA:")).read_bytes().startswith(b"\x89PNG")
+    assert json.loads(details)["views"] == ["front"]
+
+
 def test_the_skill_quotes_hermess_own_breaker_and_lost_subprocess_sentences(hermes: HermesHost) -> None:
     said = hermes.start().ask("messages")
     assert BREAKER in said["breaker"] and (said["threshold"], said["cooldown"]) == (3, 60.0)

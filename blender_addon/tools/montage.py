@@ -1,0 +1,297 @@
+"""get_view_montage: one PNG of several labelled views of a target, rendered offscreen, leaving no trace.
+
+Each view is an orthographic camera framed on the target's bounds (read in C, `foreach_get` of `bound_box` and
+`matrix_world`), rendered by Workbench (or the scene's engine on request) in a background Blender and in the GUI
+alike, labelled with Blender's own stamp, and laid in a grid. Everything it sets is put back: the camera it made
+(object and data) is removed, the scene's camera, render and display settings restored, and its depsgraph updates
+are nobody's change (the scene's revision stays). No undo step is pushed.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import bpy
+import numpy as np
+from mathutils import Matrix, Vector
+
+from ..errors import ToolError
+from . import scene_index
+from .base import READ_ONLY, Image, Tool, arguments
+from .context import JobContext
+from .pictures import SIZE_LIMIT, SMALLEST_SIDE, png_bytes
+from .render import apply_settings, render_still, restore_settings
+
+VIEWS = {
+    "front": (0.0, 0.0),
+    "back": (180.0, 0.0),
+    "right": (90.0, 0.0),
+    "left": (-90.0, 0.0),
+    "top": (0.0, 90.0),
+    "bottom": (0.0, -90.0),
+    "three_quarter": (45.0, 35.0),
+}
+"""Azimuth (degrees around Z from the front, -Y, toward +X) and elevation, as Blender's numpad views see them."""
+DEFAULT_VIEWS = ["front", "right", "top", "three_quarter"]
+MAX_VIEWS = 9
+MIN_RADIUS = 0.01
+"""Half the extent below which a target is framed as this small (a point: an empty, a single vertex)."""
+
+CUSTOM_VIEW = {
+    "type": "object",
+    "properties": {
+        "azimuth": {
+            "type": "number",
+            "minimum": -360,
+            "maximum": 360,
+            "description": "Degrees around Z from the front.",
+        },
+        "elevation": {"type": "number", "minimum": -90, "maximum": 90, "description": "Degrees above the horizon."},
+        "label": {"type": "string", "maxLength": 40},
+    },
+    "required": ["azimuth", "elevation"],
+    "additionalProperties": False,
+}
+MONTAGE_SCHEMA = arguments(
+    objects={
+        "type": "array",
+        "items": {"type": "string", "minLength": 1, "maxLength": 1024},
+        "maxItems": 1000,
+        "default": [],
+        "description": "Frame these objects (by name). Default: every visible object of the scene.",
+    },
+    collection={
+        "type": "string",
+        "minLength": 1,
+        "maxLength": 1024,
+        "default": "",
+        "description": "Frame this collection's objects (and its children's) instead.",
+    },
+    views={
+        "type": "array",
+        "items": {"type": "string", "enum": list(VIEWS)},
+        "maxItems": MAX_VIEWS,
+        "default": DEFAULT_VIEWS,
+        "description": "Named views, laid out in this order.",
+    },
+    custom_views={
+        "type": "array",
+        "items": CUSTOM_VIEW,
+        "maxItems": MAX_VIEWS,
+        "default": [],
+        "description": "More views by azimuth and elevation (degrees), after the named ones.",
+    },
+    tile_size={"type": "integer", "minimum": SMALLEST_SIDE, "maximum": 1024, "default": 256},
+    engine={
+        "type": "string",
+        "enum": ["WORKBENCH", "SCENE"],
+        "default": "WORKBENCH",
+        "description": "WORKBENCH (quick, solid colours from materials) or SCENE (the scene's own engine: slower).",
+    },
+    size_limit_in_bytes={**SIZE_LIMIT, "default": 0},
+)
+
+
+def montage(arguments: dict[str, Any], job: JobContext) -> Image:
+    scene = bpy.context.scene
+    views = [_view(view) for view in [*arguments.get("views", DEFAULT_VIEWS), *arguments.get("custom_views", [])]]
+    if not views or len(views) > MAX_VIEWS:
+        raise ToolError(f"ask for 1 to {MAX_VIEWS} views in all (got {len(views)})", state="invalid_arguments")
+    targets = _targets(arguments, scene)
+    size = arguments.get("tile_size", 256)
+    with job.changes.unrecorded(), tempfile.TemporaryDirectory(prefix="hermes-montage-") as folder:
+        low, high = _bounds(targets)  # after `unrecorded` evaluated the depsgraph: world matrices are current
+        tiles = _render(scene, views, low, high, size, arguments.get("engine", "WORKBENCH"), Path(folder), job)
+    columns = math.ceil(math.sqrt(len(tiles)))
+    rows = math.ceil(len(tiles) / columns)
+    sheet = np.full((rows * size, columns * size, 4), 0.0, dtype=np.float32)
+    sheet[..., 3] = 1.0
+    for index, tile in enumerate(tiles):
+        row, column = divmod(index, columns)
+        sheet[(rows - 1 - row) * size : (rows - row) * size, column * size : (column + 1) * size] = tile
+    png = _fit(sheet, arguments.get("size_limit_in_bytes", 0))
+    height, width = sheet.shape[:2] if png[1] == 1 else (sheet.shape[0] // png[1], sheet.shape[1] // png[1])
+    return Image(
+        png[0],
+        {
+            "views": [label for label, _, _ in views],
+            "columns": columns,
+            "rows": rows,
+            "tile_size": size // png[1],
+            "width": width,
+            "height": height,
+            "bytes": len(png[0]),
+            "objects": len(targets),
+            "bounds": {"min": [round(v, 4) for v in low], "max": [round(v, 4) for v in high]},
+            "revision": scene_index.revision(),
+            "left_no_trace": True,
+        },
+    )
+
+
+def _targets(arguments: dict[str, Any], scene: Any) -> list[Any]:
+    view_layer = bpy.context.view_layer
+    names = arguments.get("objects", [])
+    if names:
+        found = [scene.objects.get(name) for name in names]
+        missing = [name for name, obj in zip(names, found, strict=True) if obj is None]
+        if missing:
+            raise ToolError(
+                f"no object named {', '.join(repr(n) for n in missing[:5])} in scene {scene.name!r}",
+                state="not_found",
+                missing=missing[:20],
+            )
+        return [obj for obj in found if obj is not None]
+    if collection_name := arguments.get("collection"):
+        collection = bpy.data.collections.get(collection_name)
+        if collection is None:
+            raise ToolError(f"no collection named {collection_name!r}", state="not_found")
+        objects = list(collection.all_objects)
+    else:
+        objects = [obj for obj in scene.objects if obj.visible_get(view_layer=view_layer)]
+    if not objects:
+        raise ToolError(
+            "nothing to look at: the target has no visible objects (pass `objects` or `collection`)",
+            state="empty_target",
+        )
+    return objects
+
+
+def _bounds(objects: list[Any]) -> tuple[Vector, Vector]:
+    """The target's world-space bounds: each object's own box corners moved by its world matrix (Blender keeps the
+    box of the evaluated geometry); an object with no geometry counts as its origin."""
+    boxes = np.array([[tuple(corner) for corner in obj.bound_box] for obj in objects], dtype=np.float64)
+    matrices = np.array([[tuple(row) for row in obj.matrix_world] for obj in objects], dtype=np.float64)
+    corners = np.concatenate([boxes, np.ones((len(objects), 8, 1))], axis=2)
+    world = np.einsum("nij,nkj->nki", matrices, corners)[..., :3]
+    finite = world[np.isfinite(world).all(axis=(1, 2))]
+    if not len(finite):
+        raise ToolError("the target's bounds are not finite numbers", state="empty_target")
+    return Vector(finite.min(axis=(0, 1)).tolist()), Vector(finite.max(axis=(0, 1)).tolist())
+
+
+def _view(view: str | dict[str, Any]) -> tuple[str, float, float]:
+    if isinstance(view, str):
+        azimuth, elevation = VIEWS[view]
+        return view.replace("_", "-"), azimuth, elevation
+    label = view.get("label") or f"az {view['azimuth']:g} el {view['elevation']:g}"
+    return label, float(view["azimuth"]), float(view["elevation"])
+
+
+def _camera_matrix(direction: Vector, position: Vector) -> Matrix:
+    """A camera at `position` looking along -`direction`, Z up (or Y up when looking straight down or up), so the
+    front view has +X to the right and the top view +Y up, as Blender's numpad views."""
+    z_axis = direction.normalized()
+    up = Vector((0.0, 0.0, 1.0)) if abs(z_axis.z) < 0.999 else Vector((0.0, math.copysign(1.0, z_axis.z), 0.0))
+    x_axis = up.cross(z_axis).normalized()
+    y_axis = z_axis.cross(x_axis)
+    matrix = Matrix((x_axis, y_axis, z_axis)).transposed().to_4x4()
+    matrix.translation = position
+    return matrix
+
+
+def _render(
+    scene: Any,
+    views: list[tuple[str, float, float]],
+    low: Vector,
+    high: Vector,
+    size: int,
+    engine: str,
+    folder: Path,
+    job: JobContext,
+) -> list[np.ndarray]:
+    center = (low + high) / 2
+    radius = max((high - low).length / 2, MIN_RADIUS)
+    data = bpy.data.cameras.new("hermes-montage")
+    camera = bpy.data.objects.new("hermes-montage", data)
+    data.type = "ORTHO"
+    data.ortho_scale = radius * 2.2
+    data.clip_start = radius * 0.01
+    data.clip_end = radius * 6
+    scene.collection.objects.link(camera)
+    render = scene.render
+    settings: dict[str, Any] = {
+        "camera": camera,
+        "render.resolution_x": size,
+        "render.resolution_y": size,
+        "render.resolution_percentage": 100,
+        "render.image_settings.file_format": "PNG",
+        "render.image_settings.color_mode": "RGBA",
+        "render.use_file_extension": True,
+        "render.film_transparent": False,
+        "render.use_stamp": True,
+        "render.filepath": str(folder / "view.png"),
+        "render.stamp_note_text": "",
+        "render.use_stamp_note": True,
+        "render.stamp_font_size": max(12, size // 16),
+        **{f"render.{name}": False for name in _stamp_fields(render) if name != "use_stamp_note"},
+    }
+    if engine == "WORKBENCH":
+        settings["render.engine"] = "BLENDER_WORKBENCH"
+        settings["display.shading.color_type"] = "MATERIAL"
+        settings["display.shading.light"] = "STUDIO"
+    saved = apply_settings(scene, settings)
+    tiles = []
+    try:
+        for index, (label, azimuth, elevation) in enumerate(views):
+            job.report(index / len(views), f"view {index + 1} of {len(views)}: {label}")
+            a, e = math.radians(azimuth), math.radians(elevation)
+            direction = Vector((math.sin(a) * math.cos(e), -math.cos(a) * math.cos(e), math.sin(e)))
+            camera.matrix_world = _camera_matrix(direction, center + direction * radius * 3)
+            path = folder / f"view-{index}.png"
+            render.filepath = str(path)
+            render.stamp_note_text = label
+            job.interrupts.held(render_still, say=job.report)
+            tiles.append(_read(path, size))
+    finally:
+        restore_settings(scene, saved)
+        bpy.data.objects.remove(camera)
+        bpy.data.cameras.remove(data)
+    return tiles
+
+
+def _stamp_fields(render: Any) -> list[str]:
+    return [prop.identifier for prop in render.bl_rna.properties if prop.identifier.startswith("use_stamp_")]
+
+
+def _read(path: Path, size: int) -> np.ndarray:
+    image = bpy.data.images.load(str(path))
+    try:
+        pixels = np.empty(size * size * 4, dtype=np.float32)
+        image.pixels.foreach_get(pixels)
+    finally:
+        bpy.data.images.remove(image)
+    return pixels.reshape(size, size, 4)
+
+
+def _fit(sheet: np.ndarray, size_limit: int) -> tuple[bytes, int]:
+    """The sheet as PNG bytes, halved until it fits `size_limit` (0: no limit); and by how much it was divided."""
+    factor = 1
+    while True:
+        scaled = sheet[::factor, ::factor]
+        height, width = scaled.shape[:2]
+        rgba = (np.clip(scaled, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
+        png = png_bytes(width, height, rgba.tobytes())
+        if not size_limit or len(png) <= size_limit:
+            return png, factor
+        if min(height, width) // 2 < SMALLEST_SIDE:
+            raise ToolError(f"the montage cannot be made smaller than {size_limit} bytes", state="too_large")
+        factor *= 2
+
+
+VIEW_MONTAGE = Tool(
+    name="get_view_montage",
+    title="Look at the scene from several views",
+    description=(
+        "One PNG of several labelled views (default: front, right, top and three-quarter) of the scene's visible "
+        "objects, named `objects` or a `collection`, each framed on the target's bounds and rendered offscreen "
+        "(Workbench by default), in a background Blender and in the GUI alike. Leaves no trace: nothing added to "
+        "the file, no undo step, settings as they were (`revision` unchanged). Look after a change; compare."
+    ),
+    run=montage,
+    input_schema=MONTAGE_SCHEMA,
+    annotations=dict(READ_ONLY),
+)

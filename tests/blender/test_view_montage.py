@@ -1,0 +1,168 @@
+"""get_view_montage in a background Blender: the pixels say where things are, and nothing is left behind."""
+
+from __future__ import annotations
+
+import base64
+import importlib
+import json
+import zlib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+import numpy as np
+import pytest
+
+from hermes_blender.blender_host import ADDON_MODULE
+
+pytestmark = pytest.mark.timeout(300)
+ARTIFACTS = Path(__file__).resolve().parents[2] / "build" / "montage"
+
+RED_LEFT_OF_BLUE = """
+import bpy
+cube = bpy.data.objects['Cube']
+cube.location = (-2.0, 0.0, 0.0)
+sphere = bpy.data.objects.new('Sphere', bpy.data.meshes['Cube'].copy())
+sphere.location = (2.0, 0.0, 0.0)
+bpy.context.scene.collection.objects.link(sphere)
+def paint(obj, name, rgba):
+    material = bpy.data.materials.new(name)
+    material.diffuse_color = rgba
+    obj.data.materials.clear()
+    obj.data.materials.append(material)
+paint(cube, 'Red', (1, 0, 0, 1))
+paint(sphere, 'Blue', (0, 0, 1, 1))
+"""
+
+
+def _decode(png: bytes) -> np.ndarray:
+    """An 8-bit RGBA PNG with filter 0 rows (what the bridge writes) as an array, top row first."""
+    assert png.startswith(b"\x89PNG\r\n\x1a\n")
+    at, chunks = 8, {}
+    while at < len(png):
+        length = int.from_bytes(png[at : at + 4], "big")
+        kind = png[at + 4 : at + 8]
+        chunks.setdefault(kind, b"")
+        chunks[kind] += png[at + 8 : at + 8 + length]
+        at += 12 + length
+    width, height = int.from_bytes(chunks[b"IHDR"][:4], "big"), int.from_bytes(chunks[b"IHDR"][4:8], "big")
+    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(height, 1 + width * 4)
+    assert not rows[:, 0].any(), "filter 0 rows"
+    return rows[:, 1:].reshape(height, width, 4)
+
+
+def _where(tile: np.ndarray, channel: int) -> np.ndarray:
+    """Pixels where `channel` (0 red, 2 blue) dominates: (row, column) pairs."""
+    others = [c for c in (0, 1, 2) if c != channel]
+    strong = tile[..., channel].astype(int)
+    return np.argwhere((strong > 90) & (strong > 2 * tile[..., others].astype(int).max(axis=-1)))
+
+
+def _state() -> dict[str, Any]:
+    scene = bpy.context.scene
+    render = scene.render
+    return {
+        "counts": {kind: len(getattr(bpy.data, kind)) for kind in ("objects", "cameras", "images", "materials")},
+        "frame": scene.frame_current,
+        "selected": sorted(o.name for o in bpy.context.selected_objects),
+        "camera": scene.camera.name if scene.camera else None,
+        "render": (render.engine, render.resolution_x, render.resolution_y, render.filepath, render.use_stamp),
+        "shading": scene.display.shading.color_type,
+    }
+
+
+@pytest.fixture
+def execution(addon: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
+    service = importlib.import_module(f"{ADDON_MODULE}.service")
+    bridge = runtime.start(
+        service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, checkpoint_folder=tmp_path / "c")
+    )
+    return bridge.execution
+
+
+def _montage(execution: Any, **arguments: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    outcome = execution.run_here("get_view_montage", arguments)
+    assert not outcome.is_error, outcome.content
+    image, text = outcome.content
+    assert image["type"] == "image" and image["mimeType"] == "image/png"
+    png = base64.b64decode(image["data"])
+    details = json.loads(text["text"])
+    assert details["bytes"] == len(png)
+    return _decode(png), {**details, "png": png}
+
+
+def test_red_left_of_blue_in_front_and_apart_in_the_top_view_and_every_tile_differs(execution: Any) -> None:
+    exec(RED_LEFT_OF_BLUE, {})
+    execution.changes.settle()  # the setup is a change of its own, before the montage
+    before = _state()
+    history = execution.run_here("get_agent_history", {}).content[0]["text"]
+    sheet, details = _montage(execution, objects=["Cube", "Sphere"], tile_size=128)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    (ARTIFACTS / "montage-red-left-of-blue.png").write_bytes(details.pop("png"))
+    assert details["views"] == ["front", "right", "top", "three-quarter"] and (details["columns"], details["rows"]) == (
+        2,
+        2,
+    )
+    tiles = [sheet[r * 128 : (r + 1) * 128, c * 128 : (c + 1) * 128, :3] for r in (0, 1) for c in (0, 1)]
+    front, right, top, _ = tiles
+    red, blue = _where(front, 0), _where(front, 2)
+    assert len(red) and len(blue)
+    assert red[:, 1].mean() < blue[:, 1].mean()  # front: red left of blue
+    red_top, blue_top = _where(top, 0), _where(top, 2)
+    assert red_top[:, 1].mean() < blue_top[:, 1].mean()  # top: +X to the right too
+    assert len(_where(right, 2)) and abs(_where(right, 2)[:, 1].mean() - 64) < 20  # right: one behind the other
+    for index, tile in enumerate(tiles):
+        assert len(_where(tile, 0)) + len(_where(tile, 2)) > 100, f"tile {index} shows neither object"
+        for other in tiles[index + 1 :]:
+            assert (np.abs(tile.astype(int) - other.astype(int)).max(axis=-1) > 40).sum() > 100
+    assert _state() == before
+    assert execution.run_here("get_agent_history", {}).content[0]["text"] == history
+    assert details["left_no_trace"] is True
+
+
+def test_the_montage_fits_its_byte_budget(execution: Any) -> None:
+    _, whole = _montage(execution, tile_size=256)
+    sheet, fitted = _montage(execution, tile_size=256, size_limit_in_bytes=whole["bytes"] // 2)
+    assert fitted["bytes"] <= whole["bytes"] // 2 and sheet.shape[0] < 512
+
+
+def test_the_revision_does_not_move(execution: Any) -> None:
+    page = json.loads(execution.run_here("get_objects_summary", {}).content[0]["text"])
+    _, details = _montage(execution, views=["top"], tile_size=64)
+    assert details["revision"] == page["revision"]
+    again = json.loads(
+        execution.run_here("get_objects_summary", {"offset": 1, "revision": page["revision"]}).content[0]["text"]
+    )
+    assert "error" not in again  # a page asked with the revision before the montage is still a page of the same scene
+
+
+@pytest.mark.parametrize(
+    ("arguments", "state"),
+    [
+        ({"objects": ["Nope"]}, "not_found"),
+        ({"collection": "Nope"}, "not_found"),
+        ({"views": ["sideways"]}, "invalid_arguments"),
+        ({"views": []}, "invalid_arguments"),
+        ({"custom_views": [{"azimuth": 10}]}, "invalid_arguments"),
+        ({"tile_size": 8}, "invalid_arguments"),
+        ({"size_limit_in_bytes": 10}, "too_large"),
+    ],
+)
+def test_bad_targets_and_arguments_are_named(execution: Any, arguments: dict[str, Any], state: str) -> None:
+    before = _state()
+    outcome = execution.run_here("get_view_montage", {"tile_size": 64, **arguments})
+    assert outcome.is_error and f'"state":"{state}"' in outcome.content[0]["text"]
+    assert _state() == before
+
+
+def test_an_empty_scene_a_far_target_and_an_empty_object_each_get_a_clear_answer(execution: Any) -> None:
+    far = bpy.data.objects.new("Far", None)
+    far.location = (1e5, -3e4, 2e3)
+    bpy.context.scene.collection.objects.link(far)
+    _, details = _montage(execution, objects=["Far"], views=["front"], tile_size=64)
+    assert details["bounds"]["min"] == details["bounds"]["max"] == [100000.0, -30000.0, 2000.0]
+    for obj in list(bpy.data.objects):
+        bpy.data.objects.remove(obj)
+    empty = execution.run_here("get_view_montage", {"tile_size": 64})
+    assert empty.is_error and '"state":"empty_target"' in empty.content[0]["text"]
