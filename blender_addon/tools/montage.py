@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import math
 import tempfile
+from array import array
 from pathlib import Path
 from typing import Any
 
 import bpy
-import numpy as np
 from mathutils import Matrix, Vector
 
 from ..errors import ToolError
 from . import scene_index
 from .base import READ_ONLY, Image, Tool, arguments
 from .context import JobContext
-from .pictures import SIZE_LIMIT, SMALLEST_SIDE, png_bytes
+from .pictures import SIZE_LIMIT, SMALLEST_SIDE, fitted, pixels_of
 from .render import apply_settings, render_still, restore_settings
 
 VIEWS = {
@@ -102,28 +102,23 @@ def montage(arguments: dict[str, Any], job: JobContext) -> Image:
         raise ToolError(f"ask for 1 to {MAX_VIEWS} views in all (got {len(views)})", state="invalid_arguments")
     targets = _targets(arguments, scene)
     size = arguments.get("tile_size", 256)
+    columns = math.ceil(math.sqrt(len(views)))
+    rows = math.ceil(len(views) / columns)
     with job.changes.unrecorded(), tempfile.TemporaryDirectory(prefix="hermes-montage-") as folder:
         low, high = _bounds(targets)  # after `unrecorded` evaluated the depsgraph: world matrices are current
         tiles = _render(scene, views, low, high, size, arguments.get("engine", "WORKBENCH"), Path(folder), job)
-    columns = math.ceil(math.sqrt(len(tiles)))
-    rows = math.ceil(len(tiles) / columns)
-    sheet = np.full((rows * size, columns * size, 4), 0.0, dtype=np.float32)
-    sheet[..., 3] = 1.0
-    for index, tile in enumerate(tiles):
-        row, column = divmod(index, columns)
-        sheet[(rows - 1 - row) * size : (rows - row) * size, column * size : (column + 1) * size] = tile
-    png = _fit(sheet, arguments.get("size_limit_in_bytes", 0))
-    height, width = sheet.shape[:2] if png[1] == 1 else (sheet.shape[0] // png[1], sheet.shape[1] // png[1])
+        sheet = Path(folder) / "montage.png"
+        _save_sheet(tiles, columns, rows, size, sheet)
+        picture = fitted(sheet, arguments.get("size_limit_in_bytes", 0))
+    shrunk = picture.details["width"] / (columns * size)
     return Image(
-        png[0],
+        picture.png,
         {
             "views": [label for label, _, _ in views],
             "columns": columns,
             "rows": rows,
-            "tile_size": size // png[1],
-            "width": width,
-            "height": height,
-            "bytes": len(png[0]),
+            "tile_size": round(size * shrunk),
+            **picture.details,
             "objects": len(targets),
             "bounds": {"min": [round(v, 4) for v in low], "max": [round(v, 4) for v in high]},
             "revision": scene_index.revision(),
@@ -163,14 +158,20 @@ def _targets(arguments: dict[str, Any], scene: Any) -> list[Any]:
 def _bounds(objects: list[Any]) -> tuple[Vector, Vector]:
     """The target's world-space bounds: each object's own box corners moved by its world matrix (Blender keeps the
     box of the evaluated geometry); an object with no geometry counts as its origin."""
-    boxes = np.array([[tuple(corner) for corner in obj.bound_box] for obj in objects], dtype=np.float64)
-    matrices = np.array([[tuple(row) for row in obj.matrix_world] for obj in objects], dtype=np.float64)
-    corners = np.concatenate([boxes, np.ones((len(objects), 8, 1))], axis=2)
-    world = np.einsum("nij,nkj->nki", matrices, corners)[..., :3]
-    finite = world[np.isfinite(world).all(axis=(1, 2))]
-    if not len(finite):
+    low = [math.inf] * 3
+    high = [-math.inf] * 3
+    for obj in objects:
+        matrix = obj.matrix_world
+        box = [tuple(corner) for corner in obj.bound_box]
+        points = [matrix.translation] if not any(any(corner) for corner in box) else [matrix @ Vector(c) for c in box]
+        for point in points:
+            if all(math.isfinite(value) for value in point):
+                for axis in range(3):
+                    low[axis] = min(low[axis], point[axis])
+                    high[axis] = max(high[axis], point[axis])
+    if not math.isfinite(low[0]):
         raise ToolError("the target's bounds are not finite numbers", state="empty_target")
-    return Vector(finite.min(axis=(0, 1)).tolist()), Vector(finite.max(axis=(0, 1)).tolist())
+    return Vector(low), Vector(high)
 
 
 def _view(view: str | dict[str, Any]) -> tuple[str, float, float]:
@@ -202,7 +203,7 @@ def _render(
     engine: str,
     folder: Path,
     job: JobContext,
-) -> list[np.ndarray]:
+) -> list[array[float]]:
     center = (low + high) / 2
     radius = max((high - low).length / 2, MIN_RADIUS)
     data = bpy.data.cameras.new("hermes-montage")
@@ -257,29 +258,33 @@ def _stamp_fields(render: Any) -> list[str]:
     return [prop.identifier for prop in render.bl_rna.properties if prop.identifier.startswith("use_stamp_")]
 
 
-def _read(path: Path, size: int) -> np.ndarray:
-    image = bpy.data.images.load(str(path))
+def _read(path: Path, size: int) -> array[float]:
+    (width, height), pixels = pixels_of(path)
+    if (width, height) != (size, size):
+        raise ToolError(f"Blender rendered {width}x{height}, not {size}x{size}", state="tool_failed")
+    return pixels
+
+
+def _save_sheet(tiles: list[array[float]], columns: int, rows: int, size: int, path: Path) -> None:
+    """The tiles in a grid, first at the top left, as a PNG Blender writes (RGBA floats, bottom row first, as
+    Blender reads and writes them; rows are copied as slices, in C)."""
+    width, height = columns * size, rows * size
+    sheet = array("f", (0.0, 0.0, 0.0, 1.0)) * (width * height)
+    stride = size * 4
+    for index, tile in enumerate(tiles):
+        row, column = divmod(index, columns)
+        bottom = (rows - 1 - row) * size
+        for y in range(size):
+            start = ((bottom + y) * width + column * size) * 4
+            sheet[start : start + stride] = tile[y * stride : (y + 1) * stride]
+    image = bpy.data.images.new("hermes-montage", width, height, alpha=True)
     try:
-        pixels = np.empty(size * size * 4, dtype=np.float32)
-        image.pixels.foreach_get(pixels)
+        image.pixels.foreach_set(sheet)
+        image.filepath_raw = str(path)
+        image.file_format = "PNG"
+        image.save()
     finally:
         bpy.data.images.remove(image)
-    return pixels.reshape(size, size, 4)
-
-
-def _fit(sheet: np.ndarray, size_limit: int) -> tuple[bytes, int]:
-    """The sheet as PNG bytes, halved until it fits `size_limit` (0: no limit); and by how much it was divided."""
-    factor = 1
-    while True:
-        scaled = sheet[::factor, ::factor]
-        height, width = scaled.shape[:2]
-        rgba = (np.clip(scaled, 0.0, 1.0) * 255.0 + 0.5).astype(np.uint8)
-        png = png_bytes(width, height, rgba.tobytes())
-        if not size_limit or len(png) <= size_limit:
-            return png, factor
-        if min(height, width) // 2 < SMALLEST_SIDE:
-            raise ToolError(f"the montage cannot be made smaller than {size_limit} bytes", state="too_large")
-        factor *= 2
 
 
 VIEW_MONTAGE = Tool(

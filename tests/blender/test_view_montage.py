@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import importlib
 import json
-import zlib
+import tempfile
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -37,19 +37,19 @@ paint(sphere, 'Blue', (0, 0, 1, 1))
 
 
 def _decode(png: bytes) -> np.ndarray:
-    """An 8-bit RGBA PNG with filter 0 rows (what the bridge writes) as an array, top row first."""
+    """The PNG's RGBA bytes as Blender reads them, top row first (Blender keeps the bottom row first)."""
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
-    at, chunks = 8, {}
-    while at < len(png):
-        length = int.from_bytes(png[at : at + 4], "big")
-        kind = png[at + 4 : at + 8]
-        chunks.setdefault(kind, b"")
-        chunks[kind] += png[at + 8 : at + 8 + length]
-        at += 12 + length
-    width, height = int.from_bytes(chunks[b"IHDR"][:4], "big"), int.from_bytes(chunks[b"IHDR"][4:8], "big")
-    rows = np.frombuffer(zlib.decompress(chunks[b"IDAT"]), dtype=np.uint8).reshape(height, 1 + width * 4)
-    assert not rows[:, 0].any(), "filter 0 rows"
-    return rows[:, 1:].reshape(height, width, 4)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "read.png"
+        path.write_bytes(png)
+        image = bpy.data.images.load(str(path))
+        try:
+            width, height = image.size
+            pixels = np.empty(width * height * 4, dtype=np.float32)
+            image.pixels.foreach_get(pixels)
+        finally:
+            bpy.data.images.remove(image)
+    return (pixels.reshape(height, width, 4)[::-1] * 255 + 0.5).astype(np.uint8)
 
 
 def _where(tile: np.ndarray, channel: int) -> np.ndarray:
