@@ -424,3 +424,13 @@ def test_the_agents_undo_is_in_what_changed_since(bridge: Any) -> None:
 
     since = _calls(bridge, "2026-07-28", script)
     assert since.structured["changes"]["transformed"] == ["Cube"] and since.structured["changes"]["changed"]
+
+
+def test_an_object_added_to_no_scene_beside_a_move_is_told_in_its_own_call(bridge: Any) -> None:
+    code = "bpy.data.objects['Cube'].location.x = 5\nbpy.data.objects.new('Ghost', None)"
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert told["added"] == ["Ghost"] and told["transformed"] == ["Cube"]
