@@ -97,7 +97,10 @@ class AgentHistory:
         no longer what the user's file on disk holds) and that the agent's next step can go back to."""
         self._loads = self._changes.loads
         self.file_replaced(what)
-        _push(UNDO_PREFIX + what)
+        if self._gui:  # the interface marks a file it just read as saved after this job: the step comes after that
+            bpy.app.timers.register(lambda: _push(UNDO_PREFIX + what), first_interval=0.0)
+        else:
+            _push(UNDO_PREFIX + what)
         self._based = True
 
     def record(self, tool: str, title: str, summary: Summary) -> Step:

@@ -36,6 +36,8 @@ VIEWS = {
 }
 """Azimuth (degrees around Z from the front, -Y, toward +X) and elevation, as Blender's numpad views see them."""
 DEFAULT_VIEWS = ["front", "right", "top", "three_quarter"]
+DRAWN = {"MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD", "VOLUME", "GREASEPENCIL"}
+"""Object types a render draws: the default target frames these (lights and cameras would only widen the frame)."""
 MAX_VIEWS = 9
 MIN_RADIUS = 0.01
 """Half the extent below which a target is framed as this small (a point: an empty, a single vertex)."""
@@ -146,7 +148,8 @@ def _targets(arguments: dict[str, Any], scene: Any) -> list[Any]:
             raise ToolError(f"no collection named {collection_name!r}", state="not_found")
         objects = list(collection.all_objects)
     else:
-        objects = [obj for obj in scene.objects if obj.visible_get(view_layer=view_layer)]
+        visible = [obj for obj in scene.objects if obj.visible_get(view_layer=view_layer)]
+        objects = [obj for obj in visible if obj.type in DRAWN] or visible  # lamps and cameras draw nothing
     if not objects:
         raise ToolError(
             "nothing to look at: the target has no visible objects (pass `objects` or `collection`)",
@@ -292,9 +295,10 @@ VIEW_MONTAGE = Tool(
     title="Look at the scene from several views",
     description=(
         "One PNG of several labelled views (default: front, right, top and three-quarter) of the scene's visible "
-        "objects, named `objects` or a `collection`, each framed on the target's bounds and rendered offscreen "
-        "(Workbench by default), in a background Blender and in the GUI alike. Leaves no trace: nothing added to "
-        "the file, no undo step, settings as they were (`revision` unchanged). Look after a change; compare."
+        "geometry (lights and cameras left out of the frame), named `objects` or a `collection`, each framed on the "
+        "target's bounds and rendered offscreen (Workbench by default), in a background Blender and in the GUI "
+        "alike. Leaves no trace: nothing added to the file, no undo step, settings as they were (`revision` "
+        "unchanged). Look after a change; compare."
     ),
     run=montage,
     input_schema=MONTAGE_SCHEMA,

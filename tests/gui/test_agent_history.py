@@ -91,7 +91,7 @@ def test_a_checkpoint_restores_a_scene_whose_objects_were_all_deleted_and_keeps_
     assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
     rescue = restored.data()["rescue"]["name"]
     assert not own_gui.call("restore_checkpoint", {"name": rescue}).is_error
-    assert own_gui.code("result = len(bpy.data.objects)") == 0  # the rescue holds the deleted-all state
+    assert own_gui.code("result = {'n': len(bpy.data.objects)}") == {"n": 0}  # the rescue holds the deleted-all state
     own_gui.screenshot("checkpoint-restored-rescue")
 
 
