@@ -348,15 +348,19 @@ class Scene:
 
     @contextlib.contextmanager
     def unrecorded(self) -> Iterator[None]:
-        """Changes a tool makes and takes back inside (a montage's camera) are nobody's: the span before is closed
-        first, what the depsgraph names inside is dropped, and the scene's revision is what it was."""
+        """Changes a tool makes and takes back inside (a montage's camera) are nobody's: the open span is closed
+        first (between jobs) or kept (inside a job: the job's own changes stay its own), what the depsgraph names
+        inside is dropped, and the scene's revision is what it was."""
         self.settle()
+        self._span.tagged(bpy.context.view_layer.depsgraph)  # the open span's pending tags stay its own
+        _evaluate()
+        kept, self._span = self._span, Touched()
         revision = scene_index.revision()
         try:
             yield
         finally:
             _evaluate()
-            self._span = Touched()
+            self._span = kept
             scene_index.restore(revision)
 
     def copying(self, saving: bool) -> None:

@@ -22,6 +22,7 @@ from .net.caller import ANYONE, Caller, Progress
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
 from .tools import CATALOGUE, Image, Tool, scene_index
+from .tools.base import Pictured
 from .tools.context import JobContext
 from .tools.frame_tasks import FrameTasks
 from .tools.python_exec import Deferred, Envelope, execute
@@ -246,6 +247,10 @@ def _present(tool: Tool, data: Any) -> ToolOutcome:
                 {"type": "text", "text": dumps(data.details)},
             ]
         )
+    if isinstance(data, Pictured):
+        told = ToolOutcome.json(data)
+        pictures = [{"type": "image", "data": image.base64(), "mimeType": "image/png"} for image in data.images]
+        return ToolOutcome([*pictures, *told.content], structured=told.structured)
     try:
         return ToolOutcome.json(data)
     except (TypeError, ValueError) as exc:

@@ -76,6 +76,20 @@ class Image:
         return base64.b64encode(self.png).decode("ascii")
 
 
+class Pictured(dict[str, Any]):
+    """JSON data with pictures beside it (execute_blender_code's `inspect`): the pictures go first as image
+    content, the data as text and structured content, with `inspect` saying what each picture is."""
+
+    def __init__(self, data: dict[str, Any], images: list[Image], before: Image | str, after: Image | str) -> None:
+        told = {"before": _told(before), "after": _told(after)}
+        super().__init__({**data, "inspect": told})
+        self.images = images
+
+
+def _told(picture: Image | str) -> Any:
+    return picture.details if isinstance(picture, Image) else picture
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str

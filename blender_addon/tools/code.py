@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from mathutils import Vector
+
 from ..errors import ToolError
-from .base import MUTATING, Tool, arguments
+from .base import MUTATING, Image, Pictured, Tool, arguments
 from .context import JobContext
+from .montage import montage
 from .python_exec import Deferred, Envelope, execute
 
 CODE_SCHEMA = arguments(
@@ -16,16 +19,44 @@ CODE_SCHEMA = arguments(
         "minLength": 1,
         "maxLength": 1_000_000,
         "description": "Python to run in Blender; assign a dict to `result` to return data.",
-    }
+    },
+    inspect={
+        "type": "boolean",
+        "default": False,
+        "description": "Also answer two pictures of the scene's visible geometry (front, top), before and after "
+        "the code ran (the after one framed to hold the before one's bounds too): look at what the call did.",
+    },
 )
 
 
 def run_code(arguments: dict[str, Any], job: JobContext) -> dict[str, Any] | Deferred:
+    before = _look(job) if arguments.get("inspect") else None
     outcome = execute(arguments["code"], job, strict_json=False, preload_bpy=True)
     if isinstance(outcome, Deferred):
         inner = outcome
         return Deferred(lambda: _answer(answer) if (answer := inner.poll()) is not None else None)
-    return _answer(outcome)
+    answer = _answer(outcome)
+    if before is None:
+        return answer
+    after = _look(job, also=before) if isinstance(before, Image) else _look(job)
+    return Pictured(answer, [picture for picture in (before, after) if isinstance(picture, Image)], before, after)
+
+
+INSPECTED = {"views": ["front", "top"], "tile_size": 192}
+"""The pictures `inspect` answers: two views, small, so a pair costs a model little."""
+
+
+def _look(job: JobContext, also: Image | None = None) -> Image | str:
+    """A montage for `inspect`; the after picture's frame also holds what the before picture framed, so what moved
+    shows where it went. A sentence when there is no picture (nothing visible)."""
+    bounds = None
+    if also is not None:
+        box = also.details["bounds"]
+        bounds = (Vector(box["min"]), Vector(box["max"]))
+    try:
+        return montage(INSPECTED, job, also=bounds)
+    except ToolError as exc:
+        return f"no picture: {exc}"
 
 
 OUTPUT_BUDGET = 10_000
@@ -56,6 +87,7 @@ EXECUTE_RESULT = {
         "stdout": {"type": "string"},
         "stderr": {"type": "string"},
         "output_cut": {"type": "boolean"},
+        "inspect": {"type": "object", "description": "What the before and after pictures are (with `inspect`)."},
     },
     "required": ["result"],
 }

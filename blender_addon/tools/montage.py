@@ -97,7 +97,9 @@ MONTAGE_SCHEMA = arguments(
 )
 
 
-def montage(arguments: dict[str, Any], job: JobContext) -> Image:
+def montage(arguments: dict[str, Any], job: JobContext, also: tuple[Vector, Vector] | None = None) -> Image:
+    """The montage `arguments` ask for; `also`: bounds the frame must hold besides the target's (the after picture
+    of a pair holds where things were before)."""
     scene = bpy.context.scene
     views = [_view(view) for view in [*arguments.get("views", DEFAULT_VIEWS), *arguments.get("custom_views", [])]]
     if not views or len(views) > MAX_VIEWS:
@@ -107,7 +109,10 @@ def montage(arguments: dict[str, Any], job: JobContext) -> Image:
     columns = math.ceil(math.sqrt(len(views)))
     rows = math.ceil(len(views) / columns)
     with job.changes.unrecorded(), tempfile.TemporaryDirectory(prefix="hermes-montage-") as folder:
-        low, high = _bounds(targets)  # after `unrecorded` evaluated the depsgraph: world matrices are current
+        low, high = _bounds(targets)  # `unrecorded` evaluated the depsgraph: world matrices are current
+        if also is not None:
+            low = Vector(map(min, low, also[0]))
+            high = Vector(map(max, high, also[1]))
         tiles = _render(scene, views, low, high, size, arguments.get("engine", "WORKBENCH"), Path(folder), job)
         sheet = Path(folder) / "montage.png"
         _save_sheet(tiles, columns, rows, size, sheet)

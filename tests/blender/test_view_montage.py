@@ -166,3 +166,28 @@ def test_an_empty_scene_a_far_target_and_an_empty_object_each_get_a_clear_answer
         bpy.data.objects.remove(obj)
     empty = execution.run_here("get_view_montage", {"tile_size": 64})
     assert empty.is_error and '"state":"empty_target"' in empty.content[0]["text"]
+
+
+def test_inspect_answers_before_and_after_and_the_cube_moved_between_them(execution: Any) -> None:
+    code = "bpy.data.objects['Cube'].location.x += 3"
+    outcome = execution.run_here("execute_blender_code", {"code": code, "inspect": True})
+    assert not outcome.is_error, outcome.content
+    before_image, after_image, text = outcome.content
+    assert before_image["type"] == after_image["type"] == "image"
+    data = json.loads(text["text"])
+    assert data["changes"]["transformed"] == ["Cube"]  # the pictures' own camera is nobody's change
+    framed_before, framed_after = data["inspect"]["before"]["bounds"], data["inspect"]["after"]["bounds"]
+    assert framed_after["max"][0] == pytest.approx(framed_before["max"][0] + 3, abs=1e-3)  # holds both places
+    before = _decode(base64.b64decode(before_image["data"]))
+    after = _decode(base64.b64decode(after_image["data"]))
+    tile = data["inspect"]["before"]["tile_size"]
+
+    def cube_column(sheet: np.ndarray) -> float:
+        """Where the grey cube is across the front view (below the label), as a fraction of the tile's width."""
+        front = sheet[tile // 4 : tile, :tile, :3].astype(int).mean(axis=-1)
+        bright = np.argwhere(front > np.median(front) + 25)
+        assert len(bright), "the cube is not in the front view"
+        return float(bright[:, 1].mean()) / tile
+
+    assert cube_column(before) == pytest.approx(0.5, abs=0.1)  # framed on the cube: in the middle
+    assert cube_column(after) > 0.6  # moved along +X: to the right of where the frame's middle is now
