@@ -91,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
     call.add_argument(
         "--pid", type=int, help="with several Blenders serving, the one to call (see `status`); default: server.json's"
     )
+    call.add_argument(
+        "--images",
+        type=Path,
+        metavar="FOLDER",
+        help="where to write the answer's pictures (PNG files, their paths printed); default: a new folder in the "
+        "current one",
+    )
     _runtime_file_option(call)
     _json_option(call)
     call.set_defaults(handler=_call)
@@ -246,8 +253,25 @@ def _call(args: argparse.Namespace) -> int:
             return EXIT_UNAVAILABLE
     client = BridgeClient(spec)
     result = asyncio.run(client.call_tool(args.tool, arguments))
-    _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None)
+    pictures = _write_pictures(result.images, args.images, args.tool)
+    _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None, pictures)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -> tuple[Path, ...]:
+    """Each picture of an answer as a PNG file (never base64 on a terminal): in `folder`, or a new folder here."""
+    if not images:
+        return ()
+    if folder is None:
+        folder = Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for number, png in enumerate(images, 1):
+        path = folder / f"{tool}-{number}.png"
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as out:
+            out.write(png)
+        written.append(path.resolve())
+    return tuple(written)
 
 
 def _mcp(args: argparse.Namespace) -> int:
@@ -360,11 +384,22 @@ def _status(args: argparse.Namespace) -> int:
     return EXIT_OK if report["ready"] else EXIT_UNAVAILABLE
 
 
-def _print_result(result: ToolResult, as_json: bool, formatter: Callable[[dict[str, Any]], str] | None) -> None:
+def _print_result(
+    result: ToolResult,
+    as_json: bool,
+    formatter: Callable[[dict[str, Any]], str] | None,
+    pictures: tuple[Path, ...] = (),
+) -> None:
     data = result.data()
     if as_json:
-        print(REDACTOR.redact(json.dumps({"is_error": result.is_error, "result": data}, indent=2)))
-    elif result.is_error or formatter is None or not isinstance(data, dict):
+        answer: dict[str, Any] = {"is_error": result.is_error, "result": data}
+        if pictures:
+            answer["images"] = [str(path) for path in pictures]
+        print(REDACTOR.redact(json.dumps(answer, indent=2)))
+        return
+    for path in pictures:
+        print(printable(f"picture: {path}"))
+    if result.is_error or formatter is None or not isinstance(data, dict):
         text = data if isinstance(data, str) else json.dumps(data, indent=2)
         print(printable(REDACTOR.redact(("tool error: " if result.is_error else "") + text)))
     else:

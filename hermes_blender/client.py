@@ -8,6 +8,7 @@ for raw callers (scripts, tests) who build requests themselves.
 
 from __future__ import annotations
 
+import base64
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,8 @@ class ToolResult:
     structured: dict[str, Any] | None
     text: str
     """The text content joined; for JSON tools, the same data as `structured`."""
+    images: tuple[bytes, ...] = ()
+    """Image content, decoded (PNG bytes), in answer order."""
 
     def data(self) -> Any:
         """The structured result, else the text parsed as JSON, else the text."""
@@ -62,10 +65,19 @@ class BridgeClient:
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
         result = await self._request("tools/call", {"name": name, "arguments": arguments or {}})
-        texts = [block.get("text", "") for block in result.get("content", []) if block.get("type") == "text"]
+        content = result.get("content", [])
+        texts = [block.get("text", "") for block in content if block.get("type") == "text"]
+        images = tuple(
+            base64.b64decode(block["data"])
+            for block in content
+            if block.get("type") == "image" and isinstance(block.get("data"), str)
+        )
         structured = result.get("structuredContent")
         return ToolResult(
-            bool(result.get("isError")), structured if isinstance(structured, dict) else None, "\n".join(texts)
+            bool(result.get("isError")),
+            structured if isinstance(structured, dict) else None,
+            "\n".join(texts),
+            images,
         )
 
     async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

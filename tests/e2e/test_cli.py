@@ -52,6 +52,43 @@ def test_call_reads_the_runtime_file_and_never_prints_the_token(tmp_path: Path) 
     assert token not in run.stdout + run.stderr
 
 
+def test_call_writes_the_answers_pictures_to_files_and_prints_their_paths_never_base64(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    arguments = json.dumps({"tile_size": 64, "views": ["front", "top"]})
+    with HeadlessBlender(path):
+        named = subprocess.run(
+            [
+                *CLI,
+                "call",
+                "get_view_montage",
+                "--arguments",
+                arguments,
+                "--runtime-file",
+                str(path),
+                "--images",
+                str(tmp_path / "pictures"),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+        fresh = subprocess.run(
+            [*CLI, "call", "get_view_montage", "--arguments", arguments, "--runtime-file", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=tmp_path,
+        )
+    assert named.returncode == 0, named.stderr
+    picture = tmp_path / "pictures" / "get_view_montage-1.png"
+    assert f"picture: {picture}" in named.stdout and picture.read_bytes().startswith(b"\x89PNG")
+    assert "iVBORw0KGgo" not in named.stdout + fresh.stdout  # a PNG's base64 never reaches the terminal
+    written = json.loads(fresh.stdout)["images"]
+    assert len(written) == 1 and Path(written[0]).parent.parent == tmp_path
+    assert Path(written[0]).read_bytes().startswith(b"\x89PNG")
+
+
 def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> None:
     run = subprocess.run(
         [*CLI, "call", "get_objects_summary", "--runtime-file", str(tmp_path / "none.json")],
