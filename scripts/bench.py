@@ -833,6 +833,46 @@ PLAIN_SAVE_CODE = "import bpy\nbpy.ops.wm.save_as_mainfile(filepath={path!r}, co
 PLAIN_OPEN_CODE = "import bpy\nbpy.ops.wm.open_mainfile(filepath={path!r})\nresult = {{}}"
 
 
+MONTAGE_FLOOR_CODE = """import bpy, math, os, tempfile
+from mathutils import Vector
+scene, render = bpy.context.scene, bpy.context.scene.render
+data = bpy.data.cameras.new('floor')
+camera = bpy.data.objects.new('floor', data)
+scene.collection.objects.link(camera)
+data.type, data.ortho_scale = 'ORTHO', 20.0
+saved = (scene.camera, render.engine, render.resolution_x, render.resolution_y, render.filepath)
+scene.camera, render.engine, render.resolution_x, render.resolution_y = camera, 'BLENDER_WORKBENCH', 256, 256
+folder = tempfile.mkdtemp()
+for index, (azimuth, elevation) in enumerate(((0, 0), (90, 0), (0, 89.9), (45, 35))):
+    a, e = math.radians(azimuth), math.radians(elevation)
+    direction = Vector((math.sin(a) * math.cos(e), -math.cos(a) * math.cos(e), math.sin(e)))
+    camera.location = direction * 30
+    camera.rotation_euler = direction.to_track_quat('Z', 'Y').to_euler()
+    render.filepath = os.path.join(folder, f'{{index}}.png')
+    bpy.ops.render.render(write_still=True)
+scene.camera, render.engine, render.resolution_x, render.resolution_y, render.filepath = saved
+bpy.data.objects.remove(camera)
+bpy.data.cameras.remove(data)
+result = {{}}
+"""
+"""The montage's floor: four Workbench renders of 256x256 by bpy directly, in one request (no framing, no labels,
+no grid, no PNG of our own), the camera made and removed as the montage does."""
+
+
+def montage_beside_floor(call: Callable[[str, dict[str, Any]], dict[str, Any]], runs: int) -> dict[str, float]:
+    """A four-view 256x256 montage beside MONTAGE_FLOOR_CODE, alternated after one warm-up each: p50 seconds."""
+    montage = lambda: call("get_view_montage", {"tile_size": 256})  # noqa: E731
+    floor = lambda: call("execute_blender_code", {"code": MONTAGE_FLOOR_CODE.format()})  # noqa: E731
+    montage(), floor()
+    samples: dict[str, list[float]] = {"montage": [], "floor": []}
+    for _ in range(runs):
+        for name, fn in (("floor", floor), ("montage", montage)):
+            started = time.perf_counter()
+            fn()
+            samples[name].append(time.perf_counter() - started)
+    return {name: sorted(values)[len(values) // 2] for name, values in samples.items()}
+
+
 def history_table(sizes: list[int], n: int) -> list[dict[str, Any]]:
     """What telling and recording a change costs as scenes grow: `execute_blender_code` moving the active object
     and a call that changes nothing, alternated, at each size beside the same calls at the first size (ratios),
@@ -872,6 +912,9 @@ def _history_row(endpoint: Any, size: int, n: int, folder: Path) -> dict[str, An
     blender = call("execute_blender_code", {"code": BLENDER_STEP_CODE.format(n=n)})["structuredContent"]["result"]
     row: dict[str, Any] = {"objects": size, "move": move["p50"], "noop": noop["p50"], "blender_step": blender["p50"]}
     if size <= 100_000:
+        shown = montage_beside_floor(call, 5 if size <= 1_000 else 3)
+        row.update(montage_s=shown["montage"], montage_floor_s=shown["floor"])
+    if size <= 100_000:
         plain = str(folder / "plain.blend")
         checkpoint = {"name": "bench"}
         saved, plain_saved = paired(
@@ -893,7 +936,8 @@ def history_lines(rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         "Change summaries and the agent's history (p50 ms; execute_blender_code through keep-alive HTTP, alternated)",
         f"{'objects':>9} {'move':>9} {'x first':>8} {'no-op':>8} {'x first':>8} {'Blender eval+undo':>18}"
-        f" {'ckpt save':>10} {'plain save':>11} {'ckpt restore':>13} {'plain open':>11}",
+        f" {'ckpt save':>10} {'plain save':>11} {'ckpt restore':>13} {'plain open':>11}"
+        f" {'montage s':>10} {'4 renders s':>12}",
     ]
     for row in rows:
         extra = (
@@ -902,6 +946,8 @@ def history_lines(rows: list[dict[str, Any]]) -> list[str]:
             if "checkpoint_save" in row
             else ""
         )
+        if "montage_s" in row:
+            extra += f" {row['montage_s']:>10.2f} {row['montage_floor_s']:>12.2f}"
         lines.append(
             f"{row['objects']:>9,} {row['move']:>9.2f} {row['move_ratio_to_first']:>7.2f}x {row['noop']:>8.2f}"
             f" {row['noop_ratio_to_first']:>7.2f}x {row['blender_step']:>18.2f}{extra}"
