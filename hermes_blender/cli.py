@@ -44,7 +44,7 @@ from .headless import HeadlessBlender
 from .instances import instance_spec, live_instances
 from .resources import PLUGIN_ROOT
 from .summary import format_objects_summary
-from .terminal import printable
+from .terminal import ProgressBar, printable
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -252,7 +252,12 @@ def _call(args: argparse.Namespace) -> int:
             _error(f"no Blender with pid {args.pid} is serving (serving: {running or 'none'})")
             return EXIT_UNAVAILABLE
     client = BridgeClient(spec)
-    result = asyncio.run(client.call_tool(args.tool, arguments))
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    try:
+        result = asyncio.run(client.call_tool(args.tool, arguments, bar.heard if bar else None))
+    finally:
+        if bar is not None:
+            bar.close()
     pictures = _write_pictures(result.images, args.images, args.tool)
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None, pictures)
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK

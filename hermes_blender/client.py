@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from .errors import ToolCallFailed
-from .transport import modern_request, request_once
+from .transport import OnProgress, modern_request, request_once
 
 __all__ = ["BridgeClient", "ToolResult", "modern_request"]
 
@@ -63,8 +63,11 @@ class BridgeClient:
             raise ToolCallFailed("Blender's tools/list answer holds no list of tools")
         return tools
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
-        result = await self._request("tools/call", {"name": name, "arguments": arguments or {}})
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, on_progress: OnProgress | None = None
+    ) -> ToolResult:
+        """One tool call; with `on_progress`, each progress notification the bridge sends while it runs."""
+        result = await self._request("tools/call", {"name": name, "arguments": arguments or {}}, on_progress)
         content = result.get("content", [])
         texts = [block.get("text", "") for block in content if block.get("type") == "text"]
         images = tuple(
@@ -80,9 +83,11 @@ class BridgeClient:
             images,
         )
 
-    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    async def _request(
+        self, method: str, params: dict[str, Any], on_progress: OnProgress | None = None
+    ) -> dict[str, Any]:
         endpoint = self.endpoint()
         try:
-            return await request_once(endpoint, method, params, limit=self._timeout)
+            return await request_once(endpoint, method, params, limit=self._timeout, on_progress=on_progress)
         except MCPError as exc:
             raise ToolCallFailed(f"Blender at {endpoint.url} refused {method}: {exc}") from None

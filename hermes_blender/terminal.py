@@ -9,6 +9,7 @@ show a line in another order than it is. Every such character is shown as a visi
 from __future__ import annotations
 
 import re
+from typing import Any, TextIO
 
 _FORMAT = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
 """Invisible format characters: bidirectional embeddings, overrides and isolates, zero-width marks."""
@@ -28,3 +29,36 @@ def one_line(value: object) -> str:
 def printable(text: str) -> str:
     """Whole output we composed: its own line breaks and tabs stay, every other control character is escaped."""
     return _CONTROL.sub(_escape, text)
+
+
+class ProgressBar:
+    """A call's progress on a terminal (stderr), one line redrawn in place: `[#####-----]  50% frame 2 of 4`.
+
+    The bridge's `progress` counts seconds and its `total` is the seconds the whole should take, so their ratio is
+    how far the work says it is; with no `total` yet, the bar shows the seconds and the latest word."""
+
+    WIDTH = 24
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self._drawn = False
+
+    async def heard(self, params: dict[str, Any]) -> None:
+        seconds = params.get("progress")
+        total = params.get("total")
+        message = printable(str(params.get("message") or ""))[:60]
+        if isinstance(total, (int, float)) and total > 0 and isinstance(seconds, (int, float)):
+            fraction = max(0.0, min(1.0, seconds / total))
+            filled = round(fraction * self.WIDTH)
+            line = f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {fraction:>4.0%} {message}"
+        else:
+            line = f"[{'.' * self.WIDTH}] {seconds or 0:>4.0f}s {message}"
+        self._stream.write("\r\x1b[2K" + line)
+        self._stream.flush()
+        self._drawn = True
+
+    def close(self) -> None:
+        """End the bar's line, so what follows starts on a line of its own."""
+        if self._drawn:
+            self._stream.write("\n")
+            self._stream.flush()

@@ -230,12 +230,17 @@ class BridgeLink:
 
 
 async def request_once(
-    endpoint: LiveEndpoint, method: str, params: dict[str, Any], *, limit: float | None = None
+    endpoint: LiveEndpoint,
+    method: str,
+    params: dict[str, Any],
+    *,
+    limit: float | None = None,
+    on_progress: OnProgress | None = None,
 ) -> dict[str, Any]:
     """One request on a link of its own (`call`, `status`, a look at another Blender), closed after it."""
     link = BridgeLink(endpoint, limit=limit)
     try:
-        return await link.request(method, params)
+        return await link.request(method, params, on_progress)
     finally:
         await link.close()
 

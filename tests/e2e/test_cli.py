@@ -193,3 +193,41 @@ def test_call_never_sends_the_token_to_a_process_that_is_not_the_blender_owning_
     assert "is not a Blender process" in run.stderr and "nothing was sent" in run.stderr
     assert "Traceback" not in run.stderr and token not in run.stderr + run.stdout
     assert not received.exists()
+
+
+def test_on_a_terminal_a_call_that_reports_progress_draws_a_bar_on_stderr(tmp_path: Path) -> None:
+    import pty
+
+    path = tmp_path / "server.json"
+    code = "import time\nfor part in range(1, 4):\n    progress(part / 4, f'part {part}')\n    time.sleep(0.4)\nresult = {}"
+    controller, terminal = pty.openpty()
+    with HeadlessBlender(path):
+        run = subprocess.run(
+            [
+                *CLI,
+                "call",
+                "execute_blender_code",
+                "--arguments",
+                json.dumps({"code": code}),
+                "--runtime-file",
+                str(path),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=terminal,
+            timeout=120,
+        )
+    os.close(terminal)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(controller, 65536)
+        except OSError:  # the terminal's other end is closed: all of it was read
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(controller)
+    assert run.returncode == 0, drawn
+    text = drawn.decode(errors="replace")
+    assert "\r" in text and "part 2" in text and "%" in text and "[" in text
+    assert "part" not in run.stdout.decode()  # the bar is on stderr only; stdout is the result
