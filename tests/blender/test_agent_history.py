@@ -434,3 +434,25 @@ def test_an_object_added_to_no_scene_beside_a_move_is_told_in_its_own_call(bridg
 
     told = _calls(bridge, "2026-07-28", script).structured["changes"]
     assert told["added"] == ["Ghost"] and told["transformed"] == ["Cube"]
+
+
+def test_a_restore_while_a_render_task_works_is_refused_and_nothing_changes(bridge: Any, tmp_path: Path) -> None:
+    frames = tmp_path / "frames"
+    frames.mkdir()
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        small = "r = bpy.context.scene.render\nr.engine = 'BLENDER_WORKBENCH'\nr.resolution_x = r.resolution_y = 16"
+        await client.call_tool("execute_blender_code", {"code": small})
+        await client.call_tool("save_checkpoint", {"name": "mid-render"})
+        started = await client.call_tool(
+            "start_render_frames_task", {"output_folder": str(frames), "frame_start": 1, "frame_end": 20}
+        )
+        refused = await client.call_tool("restore_checkpoint", {"name": "mid-render"})
+        await client.call_tool("cancel_render_frames_task", {"task_id": started.structured["task_id"]})
+        listed = await client.call_tool("list_checkpoints", {})
+        return started, refused, listed
+
+    started, refused, listed = _calls(bridge, "2026-07-28", script)
+    assert not started.is_error, started.text
+    assert refused.is_error and "render_task_running" in refused.text
+    assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["mid-render"]  # no rescue was written
