@@ -258,13 +258,22 @@ def _call(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    pictures = _write_pictures(result.images, args.images, args.tool)
+    try:
+        pictures = _write_pictures(result.images, args.images, args.tool)
+    except OSError as exc:  # the answer (and what the call changed) is printed all the same
+        pictures, unwritten = (), f"the answer's pictures could not be written in {args.images}: {exc.strerror or exc}"
+    else:
+        unwritten = None
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None, pictures)
+    if unwritten:
+        _error(unwritten)
+        return EXIT_FAILURE
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
 def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -> tuple[Path, ...]:
-    """Each picture of an answer as a PNG file (never base64 on a terminal): in `folder`, or a new folder here."""
+    """Each picture of an answer as a new PNG file (never base64 on a terminal, never over a file or through a
+    link): in `folder`, or a new folder here. OSError when the folder cannot take them."""
     if not images:
         return ()
     if folder is None:
@@ -272,10 +281,16 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for number, png in enumerate(images, 1):
-        path = folder / f"{tool}-{number}.png"
-        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644), "wb") as out:
-            out.write(png)
-        written.append(path.resolve())
+        for attempt in range(1, 1000):
+            path = folder / (f"{tool}-{number}.png" if attempt == 1 else f"{tool}-{number}-{attempt}.png")
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+            except FileExistsError:
+                continue
+            with open(fd, "wb") as out:
+                out.write(png)
+            written.append(path.resolve())
+            break
     return tuple(written)
 
 

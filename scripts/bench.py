@@ -65,10 +65,10 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 
 def paired(
-    floor: Callable[[], object], path: Callable[[], object], n: int
+    floor: Callable[[], object], path: Callable[[], object], n: int, warmup: int = 20
 ) -> tuple[dict[str, float], dict[str, float]]:
     """Alternate floor and path call by call, so both meet the same machine conditions."""
-    for _ in range(20):
+    for _ in range(warmup):
         floor()
         path()
     floor_samples, path_samples = [], []
@@ -884,7 +884,7 @@ def history_table(sizes: list[int], n: int) -> list[dict[str, Any]]:
             runtime_file = Path(folder) / "server.json"
             with HeadlessBlender(runtime_file):
                 endpoint = read_live_endpoint(RuntimeFileSpec(path=str(runtime_file)))
-                rows.append(_history_row(endpoint, size, n if size < 1_000_000 else max(3, n // 4), Path(folder)))
+                rows.append(_history_row(endpoint, size, n if size < 100_000 else max(3, n // 4), Path(folder)))
     first = rows[0]
     for row in rows:
         row["move_ratio_to_first"] = row["move"] / first["move"]
@@ -908,20 +908,34 @@ def _history_row(endpoint: Any, size: int, n: int, folder: Path) -> dict[str, An
     for step in range(0, size, 100_000):
         call("execute_blender_code", {"code": ADD_CODE.format(spread=1, start=step, end=min(size, step + 100_000))})
     call("execute_blender_code", {"code": "bpy.context.view_layer.objects.active = bpy.data.objects['obj_0000001']"})
-    move, noop = paired(code(MOVE_CODE), code(NOOP_CODE), n)
+    import psutil
+
+    process = psutil.Process(endpoint.pid)
+    move, noop = paired(code(MOVE_CODE), code(NOOP_CODE), n, warmup=3)
+    rss = process.memory_info().rss
+    for _ in range(10):
+        code(MOVE_CODE)()
+    step_mib = (process.memory_info().rss - rss) / 2**20 / 10
     blender = call("execute_blender_code", {"code": BLENDER_STEP_CODE.format(n=n)})["structuredContent"]["result"]
-    row: dict[str, Any] = {"objects": size, "move": move["p50"], "noop": noop["p50"], "blender_step": blender["p50"]}
+    row: dict[str, Any] = {
+        "objects": size,
+        "move": move["p50"],
+        "noop": noop["p50"],
+        "blender_step": blender["p50"],
+        "rss_mib_per_step": step_mib,
+    }
     if size <= 100_000:
         shown = montage_beside_floor(call, 5 if size <= 1_000 else 3)
         row.update(montage_s=shown["montage"], montage_floor_s=shown["floor"])
     if size <= 100_000:
         plain = str(folder / "plain.blend")
         checkpoint = {"name": "bench"}
+        runs = max(3, n // 4) if size <= 1_000 else 3
         saved, plain_saved = paired(
-            lambda: call("save_checkpoint", checkpoint), code(PLAIN_SAVE_CODE.format(path=plain)), max(3, n // 4)
+            lambda: call("save_checkpoint", checkpoint), code(PLAIN_SAVE_CODE.format(path=plain)), runs, warmup=2
         )
         restored, plain_opened = paired(
-            lambda: call("restore_checkpoint", checkpoint), code(PLAIN_OPEN_CODE.format(path=plain)), max(3, n // 4)
+            lambda: call("restore_checkpoint", checkpoint), code(PLAIN_OPEN_CODE.format(path=plain)), runs, warmup=1
         )
         row.update(
             checkpoint_save=saved["p50"],
@@ -937,7 +951,7 @@ def history_lines(rows: list[dict[str, Any]]) -> list[str]:
         "Change summaries and the agent's history (p50 ms; execute_blender_code through keep-alive HTTP, alternated)",
         f"{'objects':>9} {'move':>9} {'x first':>8} {'no-op':>8} {'x first':>8} {'Blender eval+undo':>18}"
         f" {'ckpt save':>10} {'plain save':>11} {'ckpt restore':>13} {'plain open':>11}"
-        f" {'montage s':>10} {'4 renders s':>12}",
+        f" {'montage s':>10} {'4 renders s':>12} {'MiB/step':>9}",
     ]
     for row in rows:
         extra = (
@@ -948,6 +962,7 @@ def history_lines(rows: list[dict[str, Any]]) -> list[str]:
         )
         if "montage_s" in row:
             extra += f" {row['montage_s']:>10.2f} {row['montage_floor_s']:>12.2f}"
+        extra += f" {row['rss_mib_per_step']:>9.1f}"
         lines.append(
             f"{row['objects']:>9,} {row['move']:>9.2f} {row['move_ratio_to_first']:>7.2f}x {row['noop']:>8.2f}"
             f" {row['noop_ratio_to_first']:>7.2f}x {row['blender_step']:>18.2f}{extra}"

@@ -55,7 +55,7 @@ def _look(job: JobContext, also: Image | None = None) -> Image | str:
         bounds = (Vector(box["min"]), Vector(box["max"]))
     try:
         return montage(INSPECTED, job, also=bounds)
-    except ToolError as exc:
+    except Exception as exc:  # the code ran: a picture that cannot be made never costs its answer
         return f"no picture: {exc}"
 
 

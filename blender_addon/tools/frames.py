@@ -30,7 +30,7 @@ import bpy
 from ..errors import ToolError
 from .base import MUTATING, Tool, shallow
 from .context import JobContext
-from .render import FILE_MAX, Target, apply_settings, render_still, restore_settings
+from .render import FILE_MAX, Target, apply_settings, png_output, render_still, restore_settings
 
 MAX_FRAMES = 10_000
 FRAMES_TIME_LIMIT = 3600.0
@@ -123,7 +123,7 @@ class FrameRange:
         target = Target(self.path(index), self.overwrite)  # only its private scratch folder is used
         changes = {
             "render.filepath": str(target.scratch),
-            "render.image_settings.file_format": "PNG",
+            **png_output(scene),
             "render.use_file_extension": True,
         }
         refused: str | None = None

@@ -23,7 +23,7 @@ from . import scene_index
 from .base import READ_ONLY, Image, Tool, arguments
 from .context import JobContext
 from .pictures import SIZE_LIMIT, SMALLEST_SIDE, fitted, pixels_of
-from .render import apply_settings, render_still, restore_settings
+from .render import apply_settings, png_output, render_still, restore_settings
 
 VIEWS = {
     "front": (0.0, 0.0),
@@ -40,6 +40,8 @@ DRAWN = {"MESH", "CURVE", "SURFACE", "META", "FONT", "CURVES", "POINTCLOUD", "VO
 """Object types a render draws: the default target frames these (lights and cameras would only widen the frame)."""
 MAX_VIEWS = 9
 MIN_RADIUS = 0.01
+MAX_EXTENT = 1e9
+"""Bounds wider than this (metres) cannot be rendered usefully: an infinite scale reads as 3.4e38."""
 """Half the extent below which a target is framed as this small (a point: an empty, a single vertex)."""
 
 CUSTOM_VIEW = {
@@ -151,13 +153,15 @@ def _targets(arguments: dict[str, Any], scene: Any) -> list[Any]:
         collection = bpy.data.collections.get(collection_name)
         if collection is None:
             raise ToolError(f"no collection named {collection_name!r}", state="not_found")
-        objects = list(collection.all_objects)
+        candidates = list(collection.all_objects)
     else:
-        visible = [obj for obj in scene.objects if obj.visible_get(view_layer=view_layer)]
-        objects = [obj for obj in visible if obj.type in DRAWN] or visible  # lamps and cameras draw nothing
+        candidates = list(scene.objects)
+    objects = [obj for obj in candidates if obj.type in DRAWN and obj.visible_get(view_layer=view_layer)]
     if not objects:
+        where = f"collection {collection_name!r}" if collection_name else f"scene {scene.name!r}"
         raise ToolError(
-            "nothing to look at: the target has no visible objects (pass `objects` or `collection`)",
+            f"nothing to look at: the {where} has no visible geometry in this view layer (lights and cameras draw "
+            "nothing; hidden, excluded or unlinked objects are not rendered)",
             state="empty_target",
         )
     return objects
@@ -177,8 +181,12 @@ def _bounds(objects: list[Any]) -> tuple[Vector, Vector]:
                 for axis in range(3):
                     low[axis] = min(low[axis], point[axis])
                     high[axis] = max(high[axis], point[axis])
-    if not math.isfinite(low[0]):
-        raise ToolError("the target's bounds are not finite numbers", state="empty_target")
+    if not math.isfinite(low[0]) or max(high[axis] - low[axis] for axis in range(3)) > MAX_EXTENT:
+        raise ToolError(
+            f"the target's bounds are not finite or wider than {MAX_EXTENT:g} (an infinite scale?): nothing can frame "
+            "them; name the objects to look at",
+            state="empty_target",
+        )
     return Vector(low), Vector(high)
 
 
@@ -186,8 +194,10 @@ def _view(view: str | dict[str, Any]) -> tuple[str, float, float]:
     if isinstance(view, str):
         azimuth, elevation = VIEWS[view]
         return view.replace("_", "-"), azimuth, elevation
-    label = view.get("label") or f"az {view['azimuth']:g} el {view['elevation']:g}"
-    return label, float(view["azimuth"]), float(view["elevation"])
+    azimuth, elevation = float(view["azimuth"]), float(view["elevation"])
+    if not (math.isfinite(azimuth) and math.isfinite(elevation)):
+        raise ToolError("a custom view's azimuth and elevation must be numbers of degrees", state="invalid_arguments")
+    return view.get("label") or f"az {azimuth:g} el {elevation:g}", azimuth, elevation
 
 
 def _camera_matrix(direction: Vector, position: Vector) -> Matrix:
@@ -212,39 +222,27 @@ def _render(
     folder: Path,
     job: JobContext,
 ) -> list[array[float]]:
+    """Each view rendered to a PNG and read back. Everything set is put back under a shield: a stop (a deadline, a
+    client that left) is raised after the clean-up, never inside it."""
     center = (low + high) / 2
     radius = max((high - low).length / 2, MIN_RADIUS)
-    data = bpy.data.cameras.new("hermes-montage")
-    camera = bpy.data.objects.new("hermes-montage", data)
-    data.type = "ORTHO"
-    data.ortho_scale = radius * 2.2
-    data.clip_start = radius * 0.01
-    data.clip_end = radius * 6
-    scene.collection.objects.link(camera)
     render = scene.render
-    settings: dict[str, Any] = {
-        "camera": camera,
-        "render.resolution_x": size,
-        "render.resolution_y": size,
-        "render.resolution_percentage": 100,
-        "render.image_settings.file_format": "PNG",
-        "render.image_settings.color_mode": "RGBA",
-        "render.use_file_extension": True,
-        "render.film_transparent": False,
-        "render.use_stamp": True,
-        "render.filepath": str(folder / "view.png"),
-        "render.stamp_note_text": "",
-        "render.use_stamp_note": True,
-        "render.stamp_font_size": max(12, size // 16),
-        **{f"render.{name}": False for name in _stamp_fields(render) if name != "use_stamp_note"},
-    }
-    if engine == "WORKBENCH":
-        settings["render.engine"] = "BLENDER_WORKBENCH"
-        settings["display.shading.color_type"] = "MATERIAL"
-        settings["display.shading.light"] = "STUDIO"
-    saved = apply_settings(scene, settings)
+    saved: dict[str, Any] = {}
+    markers: list[tuple[Any, Any]] = []
+    data = camera = None
     tiles = []
     try:
+        data = bpy.data.cameras.new("hermes-montage")
+        camera = bpy.data.objects.new("hermes-montage", data)
+        data.type = "ORTHO"
+        data.ortho_scale = radius * 2.2
+        data.clip_start = radius * 0.01
+        data.clip_end = radius * 6
+        scene.collection.objects.link(camera)
+        markers = [(marker, marker.camera) for marker in scene.timeline_markers if marker.camera is not None]
+        for marker, _ in markers:
+            marker.camera = None  # a marker's camera would take over the view at its frame
+        apply_settings(scene, _settings(scene, camera, size, engine, folder), saved)
         for index, (label, azimuth, elevation) in enumerate(views):
             job.report(index / len(views), f"view {index + 1} of {len(views)}: {label}")
             a, e = math.radians(azimuth), math.radians(elevation)
@@ -256,10 +254,54 @@ def _render(
             job.interrupts.held(render_still, say=job.report)
             tiles.append(_read(path, size))
     finally:
-        restore_settings(scene, saved)
-        bpy.data.objects.remove(camera)
-        bpy.data.cameras.remove(data)
+        with job.interrupts.shielded():
+            restore_settings(scene, saved)
+            for marker, marker_camera in markers:
+                marker.camera = marker_camera
+            if camera is not None:
+                bpy.data.objects.remove(camera)
+            if data is not None:
+                bpy.data.cameras.remove(data)
     return tiles
+
+
+def _settings(scene: Any, camera: Any, size: int, engine: str, folder: Path) -> dict[str, Any]:
+    """What a montage's renders set: a square PNG of the camera's view alone, as the 3D scene looks (no video
+    output, compositor, sequencer strips, border, stereo, odd pixel aspect or exposure), labelled by the stamp."""
+    render = scene.render
+    settings: dict[str, Any] = {
+        "camera": camera,
+        **png_output(scene),
+        "render.image_settings.color_mode": "RGBA",
+        "render.image_settings.color_depth": "8",
+        "render.resolution_x": size,
+        "render.resolution_y": size,
+        "render.resolution_percentage": 100,
+        "render.pixel_aspect_x": 1.0,
+        "render.pixel_aspect_y": 1.0,
+        "render.use_border": False,
+        "render.use_multiview": False,
+        "render.use_compositing": False,
+        "render.use_sequencer": False,
+        "render.use_file_extension": True,
+        "render.film_transparent": False,
+        "view_settings.view_transform": "Standard",
+        "view_settings.look": "None",
+        "view_settings.exposure": 0.0,
+        "view_settings.gamma": 1.0,
+        "view_settings.use_curve_mapping": False,
+        "render.use_stamp": True,
+        "render.filepath": str(folder / "view.png"),
+        "render.stamp_note_text": "",
+        "render.use_stamp_note": True,
+        "render.stamp_font_size": max(12, size // 16),
+        **{f"render.{name}": False for name in _stamp_fields(render) if name != "use_stamp_note"},
+    }
+    if engine == "WORKBENCH":
+        settings["render.engine"] = "BLENDER_WORKBENCH"
+        settings["display.shading.color_type"] = "MATERIAL"
+        settings["display.shading.light"] = "STUDIO"
+    return settings
 
 
 def _stamp_fields(render: Any) -> list[str]:

@@ -46,7 +46,7 @@ def render_viewport(arguments: dict[str, Any], job: JobContext) -> dict[str, Any
     scene = bpy.context.scene
     changes: dict[str, Any] = {
         "render.filepath": str(target.scratch),
-        "render.image_settings.file_format": "PNG",
+        **png_output(scene),
         "render.use_file_extension": True,
     }
     if bpy.app.background:
@@ -83,7 +83,7 @@ def render_thumbnail(arguments: dict[str, Any], job: JobContext) -> dict[str, An
     scale = THUMBNAIL_SIDE / max(render.resolution_x, render.resolution_y)
     changes: dict[str, Any] = {
         "render.filepath": str(target.scratch),
-        "render.image_settings.file_format": "PNG",
+        **png_output(scene),
         "render.use_file_extension": True,
         "render.resolution_percentage": 100,
         "render.resolution_x": max(1, round(render.resolution_x * scale)),
@@ -126,6 +126,13 @@ def render_thumbnail(arguments: dict[str, Any], job: JobContext) -> dict[str, An
             restore()
 
     return Deferred(poll)
+
+
+def png_output(scene: Any) -> dict[str, Any]:
+    """The settings that make a render write one PNG, whatever the scene writes (Blender 5 refuses PNG while the
+    output is a video or a multilayer image until the media type is an image)."""
+    media = {"render.image_settings.media_type": "IMAGE"} if hasattr(scene.render.image_settings, "media_type") else {}
+    return {**media, "render.image_settings.file_format": "PNG"}
 
 
 def render_still(*how: str, say: Report) -> None:
@@ -272,13 +279,21 @@ def _result(scene: Any, target: Target, started: float, *, responsive: bool) -> 
     }
 
 
-def apply_settings(root: Any, changes: dict[str, Any]) -> dict[str, Any]:
-    """Set dotted attributes of `root` (the scene, or the preferences); return their previous values for _restore."""
-    saved: dict[str, Any] = {}
-    for dotted, value in changes.items():
-        owner, name = _owner(root, dotted)
-        saved.setdefault(dotted, getattr(owner, name))
-        setattr(owner, name, value)
+def apply_settings(root: Any, changes: dict[str, Any], saved: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Set dotted attributes of `root` (the scene, or the preferences); return their previous values for
+    `restore_settings`, recorded in `saved` as each is set. One Blender refuses (a value the current state does not
+    allow) puts back those set before it, then raises: nothing is left half set."""
+    saved = {} if saved is None else saved
+    try:
+        for dotted, value in changes.items():
+            owner, name = _owner(root, dotted)
+            previous = getattr(owner, name)
+            setattr(owner, name, value)
+            saved.setdefault(dotted, previous)
+    except (TypeError, ValueError, AttributeError) as exc:
+        restore_settings(root, saved)
+        saved.clear()
+        raise ToolError(f"Blender refused a render setting ({dotted}): {exc}", state="tool_failed") from None
     return saved
 
 

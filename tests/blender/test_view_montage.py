@@ -191,3 +191,38 @@ def test_inspect_answers_before_and_after_and_the_cube_moved_between_them(execut
 
     assert cube_column(before) == pytest.approx(0.5, abs=0.1)  # framed on the cube: in the middle
     assert cube_column(after) > 0.6  # moved along +X: to the right of where the frame's middle is now
+
+
+def test_a_scene_that_writes_video_gets_its_montage_and_keeps_its_settings(execution: Any) -> None:
+    settings = bpy.context.scene.render.image_settings
+    if not hasattr(settings, "media_type"):
+        pytest.skip("this Blender has no media types (before 5.0)")
+    settings.media_type = "VIDEO"
+    before = (_state(), settings.media_type, settings.file_format)
+    _, details = _montage(execution, tile_size=64, views=["front"])
+    assert details["views"] == ["front"]
+    assert (_state(), settings.media_type, settings.file_format) == before
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        "bpy.data.objects['Cube'].scale = (float('inf'), 1, 1)",
+        "bpy.data.objects.remove(bpy.data.objects['Cube'])",  # lights and cameras only
+    ],
+)
+def test_what_cannot_be_framed_is_named_not_a_blank_picture(execution: Any, setup: str) -> None:
+    exec(setup, {"bpy": bpy})
+    execution.changes.settle()
+    outcome = execution.run_here("get_view_montage", {"tile_size": 64})
+    assert outcome.is_error and '"state":"empty_target"' in outcome.content[0]["text"]
+    assert len(bpy.data.cameras) == 1  # only the scene's own
+
+
+def test_a_timeline_marker_bound_to_a_camera_neither_takes_over_the_views_nor_is_lost(execution: Any) -> None:
+    plain, _ = _montage(execution, tile_size=64, views=["top"])
+    marker = bpy.context.scene.timeline_markers.new("shot", frame=bpy.context.scene.frame_current)
+    marker.camera = bpy.data.objects["Camera"]
+    marked, _ = _montage(execution, tile_size=64, views=["top"])
+    assert np.array_equal(plain, marked)
+    assert marker.camera == bpy.data.objects["Camera"]

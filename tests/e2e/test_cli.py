@@ -231,3 +231,22 @@ def test_on_a_terminal_a_call_that_reports_progress_draws_a_bar_on_stderr(tmp_pa
     text = drawn.decode(errors="replace")
     assert "\r" in text and "part 2" in text and "%" in text and "[" in text
     assert "part" not in run.stdout.decode()  # the bar is on stderr only; stdout is the result
+
+
+def test_pictures_never_overwrite_a_file_and_a_folder_that_is_a_file_still_prints_the_answer(tmp_path: Path) -> None:
+    path = tmp_path / "server.json"
+    folder = tmp_path / "pictures"
+    folder.mkdir()
+    (folder / "get_view_montage-1.png").write_text("the user's own file")
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file")
+    arguments = json.dumps({"tile_size": 64, "views": ["front"]})
+    base = [*CLI, "call", "get_view_montage", "--arguments", arguments, "--runtime-file", str(path), "--json"]
+    with HeadlessBlender(path):
+        beside = subprocess.run([*base, "--images", str(folder)], capture_output=True, text=True, timeout=120)
+        refused = subprocess.run([*base, "--images", str(blocked)], capture_output=True, text=True, timeout=120)
+    assert beside.returncode == 0, beside.stderr
+    assert (folder / "get_view_montage-1.png").read_text() == "the user's own file"
+    assert json.loads(beside.stdout)["images"] == [str(folder / "get_view_montage-1-2.png")]
+    assert refused.returncode == 2 and "could not be written" in refused.stderr
+    assert json.loads(refused.stdout)["result"]["views"] == ["front"]  # the answer is printed all the same
