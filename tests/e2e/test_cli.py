@@ -195,23 +195,32 @@ def test_call_never_sends_the_token_to_a_process_that_is_not_the_blender_owning_
     assert not received.exists()
 
 
-def test_on_a_terminal_a_call_that_reports_progress_draws_a_bar_on_stderr(tmp_path: Path) -> None:
+def test_on_a_terminal_a_frame_range_render_draws_a_progress_bar_on_stderr(tmp_path: Path) -> None:
     import pty
 
     path = tmp_path / "server.json"
-    code = "import time\nfor part in range(1, 4):\n    progress(part / 4, f'part {part}')\n    time.sleep(0.4)\nresult = {}"
+    small = "r = bpy.context.scene.render\nr.engine = 'BLENDER_WORKBENCH'\nr.resolution_x = r.resolution_y = 256"
+    frames = tmp_path / "frames"
+    frames.mkdir()
+    arguments = json.dumps({"output_folder": str(frames), "frame_start": 1, "frame_end": 24})
     controller, terminal = pty.openpty()
     with HeadlessBlender(path):
-        run = subprocess.run(
+        subprocess.run(
             [
                 *CLI,
                 "call",
                 "execute_blender_code",
                 "--arguments",
-                json.dumps({"code": code}),
+                json.dumps({"code": small}),
                 "--runtime-file",
                 str(path),
             ],
+            capture_output=True,
+            timeout=120,
+            check=True,
+        )
+        run = subprocess.run(
+            [*CLI, "call", "render_frames_to_folder", "--arguments", arguments, "--runtime-file", str(path)],
             stdout=subprocess.PIPE,
             stderr=terminal,
             timeout=120,
@@ -229,8 +238,9 @@ def test_on_a_terminal_a_call_that_reports_progress_draws_a_bar_on_stderr(tmp_pa
     os.close(controller)
     assert run.returncode == 0, drawn
     text = drawn.decode(errors="replace")
-    assert "\r" in text and "part 2" in text and "%" in text and "[" in text
-    assert "part" not in run.stdout.decode()  # the bar is on stderr only; stdout is the result
+    assert "\r" in text and "%" in text and "[#" in text and "of 24" in text, text
+    assert "[#" not in run.stdout.decode()  # the bar is on stderr only; stdout is the result
+    assert len(list(frames.glob("*.png"))) == 24
 
 
 def test_pictures_never_overwrite_a_file_and_a_folder_that_is_a_file_still_prints_the_answer(tmp_path: Path) -> None:
