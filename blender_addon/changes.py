@@ -206,8 +206,6 @@ class Scene:
         self._path_before_load = ""
         self.known_from = 0
         """The oldest revision `since` can answer from."""
-        self.listeners: list[Callable[[Entry], None]] = []
-        """Told of every entry the journal gains (the agent history, the panel)."""
         self._handlers = {
             "depsgraph_update_post": self._persistent(self._evaluated),
             "load_pre": self._persistent(self._loading),
@@ -383,8 +381,6 @@ class Scene:
         self.journal.append(entry)
         if len(self.journal) > self.journal_size:
             self.known_from = self.journal.pop(0).summary["revision"]["after"]
-        for listener in self.listeners:
-            listener(entry)
 
     def since(self, revision: int) -> Summary | None:
         """Everything recorded after `revision`, or None when the journal no longer reaches back that far."""
