@@ -87,8 +87,17 @@ class Objects:
         objects.foreach_get("hide_viewport", hidden)
         unrendered = array.array("b", bytes(count))
         objects.foreach_get("hide_render", unrendered)
-        names = objects.keys()
+        names = object_names()
         return cls(dict(zip(uids, zip(names, map(bool, hidden), map(bool, unrendered), strict=True), strict=True)))
+
+
+def object_names() -> list[str]:
+    """Every object's name, in `bpy.data.objects` order: read in C (`keys()`); one that is not valid UTF-8 in the
+    .blend makes that read fail, and then each is read alone (`name_of` mends it)."""
+    try:
+        return bpy.data.objects.keys()
+    except (UnicodeDecodeError, SystemError):  # bpy raises the decode error as a SystemError from `keys()`
+        return [name_of(obj) for obj in bpy.data.objects]
 
 
 def counts(kinds: Iterable[str] = COUNTED) -> dict[str, int]:
@@ -287,7 +296,7 @@ class Scene:
     def _replaced_by(self, event: dict[str, str]) -> None:
         """Every datablock was replaced: the span is closed by names and counts, then everything read afresh."""
         before = {name for name, _, _ in self._objects.by_uid.values()}
-        after = set(bpy.data.objects.keys())
+        after = set(object_names())
         old_counts = self._counts
         self._counts = counts()
         span = self._take_span()

@@ -359,7 +359,7 @@ def test_the_summary_reports_the_same_facts_as_the_official_tool(factory: Sessio
     assert objects["Holder"]["instance_collection"] == "Group" and "instance_collection" not in objects["Light"]
 
 
-IMAGE_TOOLS = {"get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image"}
+IMAGE_TOOLS = {"get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image", "get_view_montage"}
 
 
 def test_every_json_tool_declares_a_shallow_output_schema(blender: Session) -> None:
