@@ -1,4 +1,5 @@
-"""The picture a screenshot is put together from when Blender's own comes back one colour (tools/screen.py)."""
+"""The picture a screenshot is put together from when Blender's own comes back one colour (tools/screen.py, with
+the PNG helpers of tools/pictures.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,12 @@ def _screen(addon: ModuleType) -> ModuleType:
     return importlib.import_module(f"{ADDON_MODULE}.tools.screen")
 
 
+def _pictures() -> ModuleType:
+    return importlib.import_module(f"{ADDON_MODULE}.tools.pictures")
+
+
 def _read_back(screen: ModuleType, path: Path) -> tuple[tuple[int, int], bytes]:
-    size, pixels = screen._pixels_of(path)
+    size, pixels = _pictures().pixels_of(path)
     return size, bytes(round(value * 255) for value in pixels)
 
 
@@ -23,7 +28,7 @@ def test_a_put_together_picture_is_a_png_blender_reads_back_pixel_for_pixel(addo
     width, height = 5, 3
     rows = bytes((x * 40, y * 80, 7, 255)[i] for y in range(height) for x in range(width) for i in range(4))
     path = tmp_path / "picture.png"
-    path.write_bytes(screen._png(width, height, rows))
+    path.write_bytes(_pictures().png_bytes(width, height, rows))
     assert _read_back(screen, path) == ((width, height), rows)  # both bottom row first, as Blender keeps pixels
 
 
