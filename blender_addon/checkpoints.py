@@ -96,6 +96,11 @@ class Checkpoints:
         self._prune(keep={name, keep})
         return record
 
+    def save_rescue(self, revision: int, *, keep: str) -> Checkpoint:
+        """The state a restore is about to replace, as `rescue-<time>` (never dropping `keep`, the one to load)."""
+        name = f"{RESCUE_PREFIX}{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() // 1_000_000 % 1000:03d}"
+        return self.save(name, revision, rescue=True, keep=keep)
+
     def list(self) -> list[Checkpoint]:
         """Every checkpoint in the folder, newest first."""
         if not self.folder.is_dir():

@@ -4,7 +4,6 @@ panel's buttons call the same functions."""
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import bpy
@@ -100,12 +99,7 @@ def restore_checkpoint(arguments: dict[str, Any], job: JobContext) -> dict[str, 
             "it or cancel it (cancel_render_frames_task), then restore. Nothing was changed",
             state="render_task_running",
         )
-    rescue = job.checkpoints.save(
-        f"rescue-{time.strftime('%Y%m%d-%H%M%S')}-{int(time.time() * 1000) % 1000:03d}",
-        job.changes.revision,
-        rescue=True,
-        keep=record.name,
-    )
+    rescue = job.checkpoints.save_rescue(job.changes.revision, keep=record.name)
     user_file = bpy.data.filepath
     job.changes.expect_load(f"restored checkpoint {record.name}")
     loaded = job.checkpoints.load(record)

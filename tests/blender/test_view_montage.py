@@ -226,3 +226,17 @@ def test_a_timeline_marker_bound_to_a_camera_neither_takes_over_the_views_nor_is
     marked, _ = _montage(execution, tile_size=64, views=["top"])
     assert np.array_equal(plain, marked)
     assert marker.camera == bpy.data.objects["Camera"]
+
+
+def test_a_scene_that_writes_video_still_gets_a_png_from_the_viewport_render_and_keeps_its_settings(
+    execution: Any, tmp_path: Path
+) -> None:
+    settings = bpy.context.scene.render.image_settings
+    if not hasattr(settings, "media_type"):
+        pytest.skip("this Blender has no media types (before 5.0)")
+    settings.media_type = "VIDEO"
+    before = (settings.media_type, settings.file_format, bpy.context.scene.render.filepath)
+    outcome = execution.run_here("render_viewport_to_path", {"output_path": str(tmp_path / "view.png")})
+    assert not outcome.is_error, outcome.content
+    assert (tmp_path / "view.png").read_bytes().startswith(b"\x89PNG")
+    assert (settings.media_type, settings.file_format, bpy.context.scene.render.filepath) == before
