@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from .contract.host import HostFacts, is_absolute_text, read_small_file
 from .errors import ConnectError
+from .time_limits import LONG_WORK, MARGIN
 
 SERVER = "blender"
 """The entry's name in every client: the name Hermes and the skill use."""
@@ -129,6 +130,16 @@ def _typed(launch: Launch) -> Entry:
     return {"type": "stdio", **_plain(launch)}
 
 
+GEMINI_TIMEOUT_MS = round((max(LONG_WORK.values()) + MARGIN) * 1000)
+"""Gemini CLI's one `timeout` for a server, in ms: its wait for the handshake (`gemini mcp list`: 5 s by default,
+which a loaded machine misses) and for every tool call (10 minutes by default, which cuts a frame range the bridge
+allows an hour). The longest tool's own limit: the stdio server answers every call by then itself."""
+
+
+def _gemini(launch: Launch) -> Entry:
+    return {**_plain(launch), "timeout": GEMINI_TIMEOUT_MS}
+
+
 def _zed(launch: Launch) -> Entry:
     return {"source": "custom", **_plain(launch), "env": {}}
 
@@ -187,7 +198,7 @@ CLIENTS: dict[str, ClientConfig] = {
             "Gemini CLI",
             _same("~/.gemini/settings.json"),
             "mcpServers",
-            _plain,
+            _gemini,
             after="`gemini mcp list` checks it (in a folder you trust).",
         ),
         ClientConfig("windsurf", "Windsurf", _same("~/.codeium/windsurf/mcp_config.json"), "mcpServers", _plain),

@@ -61,6 +61,16 @@ def budgeted(lists: dict[str, list[Any]], sized: bool) -> tuple[dict[str, list[A
 
 
 CHANGES = {"type": "object", "description": "What the call changed in the scene (README > Change summaries)."}
+TOOL_ERROR = {
+    "type": "object",
+    "title": "Tool error",
+    "description": "A call that failed (isError): the named state, its sentence, and what else the state carries.",
+    "properties": {"state": {"type": "string"}, "error": {"type": "string"}},
+    "required": ["state", "error"],
+}
+"""Admitted by every output schema beside the answer's own shape, so a client that turns an error's JSON text into
+structured content and checks it against the schema (Gemini CLI) hands its model the state, not a schema failure
+(README > Decisions > Errors every client passes on)."""
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 
@@ -123,10 +133,10 @@ class Tool:
             "annotations": {"title": self.title, **self.annotations},
         }
         if self.output_schema is not None:
-            entry["outputSchema"] = self.output_schema
-            if self.mutating and "changes" not in self.output_schema["properties"]:
-                properties = {**self.output_schema["properties"], "changes": CHANGES}
-                entry["outputSchema"] = {**self.output_schema, "properties": properties}
+            answer = self.output_schema
+            if self.mutating and "changes" not in answer["properties"]:
+                answer = {**answer, "properties": {**answer["properties"], "changes": CHANGES}}
+            entry["outputSchema"] = {"type": "object", "anyOf": [answer, TOOL_ERROR]}
         return entry
 
 
@@ -140,6 +150,12 @@ def name_of(item: Any) -> str:
         return bytes(raw).decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else "\ufffd"
 
 
+def _typed(kind: str | list[str]) -> dict[str, Any]:
+    """One JSON type, or a choice of several as `anyOf` (no type arrays: clients with a one-type schema dialect,
+    Gemini's among them, mishandle `["string", "null"]`)."""
+    return {"type": kind} if isinstance(kind, str) else {"anyOf": [{"type": one} for one in kind]}
+
+
 def shallow(*, required: tuple[str, ...] | None = None, **fields: str | list[str]) -> dict[str, Any]:
     """An output schema one level deep: each field's JSON type, all of them required unless `required` names some.
 
@@ -148,6 +164,6 @@ def shallow(*, required: tuple[str, ...] | None = None, **fields: str | list[str
     """
     return {
         "type": "object",
-        "properties": {name: {"type": kind} for name, kind in fields.items()},
+        "properties": {name: _typed(kind) for name, kind in fields.items()},
         "required": list(fields if required is None else required),
     }

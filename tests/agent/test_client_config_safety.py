@@ -389,7 +389,8 @@ def test_numbers_key_order_and_lone_surrogates_are_written_back_as_the_file_had_
         "  },\n"
         '  "e": {},\n'
         '  "mcpServers": {\n'
-        f'    "blender": {{\n      "command": "{COMMAND}",\n      "args": [\n        "mcp"\n      ]\n    }}\n'
+        f'    "blender": {{\n      "command": "{COMMAND}",\n      "args": [\n        "mcp"\n      ],\n'
+        '      "timeout": 3630000\n    }\n'
         "  }\n"
         "}\n"
     )

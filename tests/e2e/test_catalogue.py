@@ -362,7 +362,16 @@ def test_the_summary_reports_the_same_facts_as_the_official_tool(factory: Sessio
 IMAGE_TOOLS = {"get_screenshot_of_window_as_image", "get_screenshot_of_area_as_image", "get_view_montage"}
 
 
-def test_every_json_tool_declares_a_shallow_output_schema(blender: Session) -> None:
+def _type_arrays(schema: Any, where: str = "") -> list[str]:
+    if isinstance(schema, dict):
+        found = [where] if isinstance(schema.get("type"), list) else []
+        return found + [hit for key, value in schema.items() for hit in _type_arrays(value, f"{where}/{key}")]
+    if isinstance(schema, list):
+        return [hit for index, value in enumerate(schema) for hit in _type_arrays(value, f"{where}/{index}")]
+    return []
+
+
+def test_every_json_tool_declares_a_shallow_output_schema_that_admits_its_errors(blender: Session) -> None:
     tools = {tool["name"]: tool for tool in asyncio.run(blender.client.list_tools())}
     for name, tool in tools.items():
         if name in IMAGE_TOOLS:
@@ -370,7 +379,10 @@ def test_every_json_tool_declares_a_shallow_output_schema(blender: Session) -> N
             continue
         schema = tool["outputSchema"]
         jsonschema.Draft202012Validator.check_schema(schema)
-        assert schema["type"] == "object" and schema["required"], name
+        answer, error = schema["anyOf"]
+        assert schema["type"] == "object" and answer["type"] == "object" and answer["required"], name
+        assert error["required"] == ["state", "error"], name
+        assert _type_arrays(tool) == [], name  # a one-type dialect (Gemini's) mishandles ["string", "null"]
 
 
 @pytest.mark.parametrize("scene", ["factory", "57 objects"])
@@ -396,7 +408,26 @@ def test_every_result_validates_against_its_schema(factory: Session, tmp_path: P
         ("render_thumbnail_to_path", {"output_path": str(tmp_path / "t.png")}),
     ]
     for name, arguments in calls:
-        jsonschema.validate(factory.ok(name, arguments), schemas[name])
+        jsonschema.validate(factory.ok(name, arguments), schemas[name]["anyOf"][0])  # the answer's own shape
+
+
+def test_every_tool_error_validates_against_the_tools_output_schema(blender: Session) -> None:
+    """Gemini CLI parses an error's JSON text into structured content and checks it against the schema."""
+    schemas = {tool["name"]: tool.get("outputSchema") for tool in asyncio.run(blender.client.list_tools())}
+    calls = [
+        ("get_object_detail_summary", {"name": "No such object"}),
+        ("execute_blender_code", {"code": "raise ValueError('on purpose')"}),
+        ("restore_checkpoint", {"name": "never saved"}),
+        ("get_render_frames_task", {"task_id": "no-such-task"}),
+    ]
+    for name, arguments in calls:
+        result = blender.call(name, arguments)
+        assert result.is_error, (name, result.text)
+        error = json.loads(result.text)
+        assert error["state"] and error["error"], error
+        jsonschema.validate(error, schemas[name])
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(error, schemas[name]["anyOf"][0])  # it is the error branch that admits it
 
 
 def test_agent_code_moves_the_revision_on_and_an_old_revision_asks_to_start_again(factory: Session) -> None:

@@ -37,7 +37,7 @@ def test_official_client_lists_tools_and_reads_the_factory_scene(blender: Headle
     tools = asyncio.run(client.list_tools())
     summary_tool = next(tool for tool in tools if tool["name"] == "get_objects_summary")
     assert summary_tool["annotations"]["readOnlyHint"] is True
-    assert summary_tool["outputSchema"]["properties"]["collections"]
+    assert summary_tool["outputSchema"]["anyOf"][0]["properties"]["collections"]
     result = asyncio.run(client.call_tool("get_objects_summary"))
     assert not result.is_error
     [collection] = result.structured["collections"][0]["children"]
