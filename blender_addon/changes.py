@@ -215,6 +215,8 @@ class Scene:
         self._path_before_load = ""
         self.known_from = 0
         """The oldest revision `since` can answer from."""
+        self.on_record: Callable[[str, Summary], None] = lambda author, summary: None
+        """Told each change kept in the journal, with its author (resource subscriptions hear of it so)."""
         self._handlers = {
             "depsgraph_update_post": self._persistent(self._evaluated),
             "load_pre": self._persistent(self._loading),
@@ -390,6 +392,7 @@ class Scene:
         self.journal.append(entry)
         if len(self.journal) > self.journal_size:
             self.known_from = self.journal.pop(0).summary["revision"]["after"]
+        self.on_record(author, summary)
 
     def since(self, revision: int) -> Summary | None:
         """Everything recorded after `revision`, or None when the journal no longer reaches back that far."""

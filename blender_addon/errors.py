@@ -69,6 +69,10 @@ class UnknownTool(BridgeError):
     """No tool of that name is in the catalogue."""
 
 
+class UnknownResource(BridgeError):
+    """No resource of that URI is served (nor a template that makes it)."""
+
+
 class RpcError(BridgeError):
     """A JSON-RPC error answer: code, message and optional data (the protocol layers send it as is)."""
 

@@ -13,14 +13,25 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import dispatch, log
+import bpy
+
+from . import dispatch, log, resources
 from .agent_history import AgentHistory
 from .changes import Scene
 from .checkpoints import Checkpoints
-from .errors import BridgeStopped, DispatchTimeout, RequestCancelled, ToolError, UnknownTool
+from .errors import (
+    BridgeStopped,
+    DispatchTimeout,
+    InvalidArguments,
+    RequestCancelled,
+    ToolError,
+    UnknownResource,
+    UnknownTool,
+)
 from .net.caller import ANYONE, Caller, Progress
 from .net.lab_protocol import error_envelope
 from .net.mcp import ToolOutcome, dumps
+from .net.subscriptions import COALESCE, Updates
 from .tools import CATALOGUE, Image, Tool, scene_index
 from .tools.base import Pictured
 from .tools.context import JobContext
@@ -52,8 +63,11 @@ class Execution:
         allow_code: bool,
         job_timeout: float,
         checkpoint_folder: Path,
+        updates: Updates | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._updates = updates or Updates()
+        """Resource subscriptions: told which resources each recorded change touched."""
         self._gui = gui
         """Interactive: deferred results are polled between ticks, and the user edits between jobs."""
         self._allow_code = allow_code
@@ -63,6 +77,9 @@ class Execution:
         self.changes = Scene(between="user" if gui else "between jobs")
         """What changed, job by job: Blender's handlers feed it while this bridge runs (main thread: install)."""
         self.changes.install()
+        self.changes.on_record = self._announce
+        if gui:
+            bpy.app.timers.register(self._look_for_user_edits, first_interval=COALESCE, persistent=True)
         self.history = AgentHistory(self.changes, gui=gui)
         self.checkpoints = Checkpoints(checkpoint_folder, self.changes.copying)
 
@@ -71,13 +88,38 @@ class Execution:
         handlers stop feeding its change record."""
         self.tasks.close()
         self.changes.uninstall()
+        if bpy.app.timers.is_registered(self._look_for_user_edits):
+            bpy.app.timers.unregister(self._look_for_user_edits)
+
+    def _announce(self, author: str, summary: dict[str, Any]) -> None:
+        """A change was recorded: the resources it touched are updated for whoever listens."""
+        if self._updates.listening():
+            self._updates.publish(resources.touched(summary, self._updates.wanted()))
+
+    def _look_for_user_edits(self) -> float:
+        """GUI timer: while someone listens, the user's edits so far are closed into the record (and so announced)
+        between jobs, as often as a stream may speak."""
+        if self._updates.listening():  # inside a job (agent code's own timer loop) settle waits for its end
+            self.changes.settle()
+        return COALESCE
+
+    def _step_announcing(self, step: Callable[[], bool]) -> Callable[[], bool]:
+        """A render task's step, after which its status resource is updated for whoever listens."""
+
+        def announcing() -> bool:
+            more = step()
+            if self._updates.listening():
+                self._updates.publish(resources.task_uris(self.tasks.ids()))
+            return more
+
+        return announcing
 
     def _job(self, progress: Progress | None) -> JobContext:
         """What a tool or the Lab's code runs as: reports go to `progress`, or are checked and dropped."""
         return JobContext(
             report=(progress or Progress()).report,
             interrupts=self._dispatcher.interrupter,
-            start_background=self._dispatcher.start_background,
+            start_background=lambda step: self._dispatcher.start_background(self._step_announcing(step)),
             tasks=self.tasks,
             changes=self.changes,
             history=self.history,
@@ -118,6 +160,35 @@ class Execution:
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
         return outcome
+
+    def list_resources(self) -> list[dict[str, Any]]:
+        return resources.listed(self.tasks.ids())
+
+    def resource_templates(self) -> list[dict[str, Any]]:
+        return [view.descriptor() for view in resources.TEMPLATES]
+
+    def read_resource(self, uri: str, caller: Caller = ANYONE) -> ToolOutcome:
+        """The resource's tool run for `caller`, with the tool's rules: a resource reads what its tool answers."""
+        try:
+            found = resources.resolve(uri)
+        except UnicodeDecodeError:
+            found = None
+        if found is None:
+            raise UnknownResource(f"Resource not found: {uri}")
+        view, arguments = found
+        return self.call_tool(view.tool, arguments, caller)
+
+    def list_prompts(self) -> list[dict[str, Any]]:
+        return [prompt.descriptor() for prompt in resources.PROMPTS.values()]
+
+    def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        prompt = resources.PROMPTS.get(name)
+        if prompt is None:
+            raise InvalidArguments(f"no prompt named {name!r} (prompts/list names them)")
+        missing = [argument for argument, _ in prompt.arguments if not isinstance(arguments.get(argument), str)]
+        if missing:
+            raise InvalidArguments(f"prompt {name!r} needs the argument {missing[0]!r} (text)")
+        return {"description": prompt.description, "messages": prompt.messages(arguments)}
 
     def run_here(self, name: str, arguments: dict[str, Any]) -> ToolOutcome:
         """A tool run on this (main) thread, now: the panel's buttons do what the tools do, with the same rules

@@ -28,6 +28,7 @@ from .net.mcp import McpProtocol, ServerInfo
 from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.peer import same_user
 from .net.sessions import SessionStore
+from .net.subscriptions import Updates
 from .net.threaded import ThreadedListeners
 from .owner_files import runtime_file
 
@@ -86,15 +87,19 @@ class Bridge:
         self.log_file = log.configure(config.log_file or default_log_file())
         self._token = Token.generate()
         self.pid = os.getpid()
+        self._updates = Updates()
         self.execution = Execution(
             dispatcher,
+            updates=self._updates,
             gui=config.mode is Mode.GUI,
             allow_code=config.allow_code,
             job_timeout=config.job_timeout,
             checkpoint_folder=config.checkpoint_folder or default_checkpoint_folder(),
         )
         protocol = McpProtocol(self.execution, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
-        app = McpHttpApp(protocol, self._token, lambda: self.port, SessionStore(), on_internal_error=_log_exception)
+        app = McpHttpApp(
+            protocol, self._token, lambda: self.port, SessionStore(), self._updates, on_internal_error=_log_exception
+        )
         try:
             self._loop = MainLoop() if config.mode is Mode.BACKGROUND else None
         except OSError as exc:
@@ -105,7 +110,7 @@ class Bridge:
             self._address = self._listeners.listen(
                 LOOPBACK_HOST,
                 config.port,
-                partial(HttpConversation, app=app, limits=config.http_limits, gate=app.gate),
+                partial(HttpConversation, app=app, limits=config.http_limits, gate=app.gate, lasting=app.lasting),
                 name="hermes-mcp",
             )
             self.url = f"http://{LOOPBACK_HOST}:{self.port}"
@@ -201,6 +206,7 @@ class Bridge:
         Jobs first: a connection thread waiting on a queued job then answers its client with a
         clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
         """
+        self._updates.close()  # each stream sends its graceful end while its connection is still open
         self._dispatcher.close()
         self.execution.close()
         self.withdraw()  # first: the answers still going out may take the stop policy's seconds

@@ -36,6 +36,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR
 
 from . import __version__
 from .contract.host import HostFacts
@@ -64,6 +65,12 @@ def shipped_catalogue() -> list[dict[str, Any]]:
     return json.loads(resources.files(__package__).joinpath("catalogue.json").read_text(encoding="utf-8"))
 
 
+def shipped_views() -> dict[str, list[dict[str, Any]]]:
+    """The resources (without render tasks), templates and prompts a live bridge lists, as shipped with this toolkit
+    (`views.json`): what a client lists while Blender is closed."""
+    return json.loads(resources.files(__package__).joinpath("views.json").read_text(encoding="utf-8"))
+
+
 def _own_tools() -> list[types.Tool]:
     return [
         types.Tool(
@@ -88,15 +95,31 @@ def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.Ca
     )
 
 
+def _state_payload(state: str, detail: str) -> dict[str, Any]:
+    """The named state, its sentence, its one action and retry policy, as `status` says them."""
+    reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
+    return {
+        "state": state,
+        "error": f"{reason} {action}".strip(),
+        "user_action": action,
+        "retry": retry,
+        "detail": detail,
+    }
+
+
 def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
-    """A call Blender could not take: the named state, its one action and retry policy, as `status` says them.
+    """A call Blender could not take, as a tool error carrying the named state.
 
     `as_result`: nothing was sent to Blender, so nothing was rejected; for a client whose breaker counts tool
     errors (Hermes) the same JSON is an ordinary result (with it as structured content), never `isError`."""
-    reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
-    payload = {"state": state, "error": f"{reason} {action}".strip(), "user_action": action, "retry": retry}
-    payload["detail"] = detail
-    return _text_result(payload, is_error=not as_result)
+    return _text_result(_state_payload(state, detail), is_error=not as_result)
+
+
+def unavailable_error(state: str, detail: str) -> MCPError:
+    """A read Blender could not answer (a resource, a prompt): a JSON-RPC error whose message starts with the state
+    and whose data is the state's JSON, as a tool error carries it."""
+    payload = _state_payload(state, detail)
+    return MCPError(INTERNAL_ERROR, f"{state}: {payload['error']}", payload)
 
 
 NOT_RUN = frozenset({"busy"})
@@ -208,6 +231,41 @@ class StdioBridge:
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[*self._tools, *_own_tools()])
 
+    async def _forward(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request other than a tool call, sent on to the Blender this session talks to; Blender's absence or a
+        failed exchange as `unavailable_error`, the bridge's own JSON-RPC error as it came (MCPError)."""
+        try:
+            endpoint, _note = await self._choice.endpoint()
+            link = await self._links.link_to(endpoint)
+            return await link.request(method, params)
+        except LiveEndpointUnavailable as exc:
+            raise unavailable_error(exc.state, str(exc)) from None
+        except (TokenRefused, ToolCallFailed) as exc:
+            raise unavailable_error("endpoint_unavailable", str(exc)) from None
+
+    async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
+        """Blender's list (its render tasks included); the shipped one while Blender cannot be reached."""
+        try:
+            return types.ListResourcesResult.model_validate(await self._forward("resources/list", {}))
+        except MCPError:
+            return types.ListResourcesResult(resources=shipped_views()["resources"])
+
+    async def list_resource_templates(
+        self, ctx: Any, params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        return types.ListResourceTemplatesResult(resource_templates=shipped_views()["resourceTemplates"])
+
+    async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
+        answer = await self._forward("resources/read", {"uri": str(params.uri)})
+        return types.ReadResourceResult.model_validate(answer)
+
+    async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
+        return types.ListPromptsResult(prompts=shipped_views()["prompts"])
+
+    async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
+        answer = await self._forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
+        return types.GetPromptResult.model_validate(answer)
+
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name == LIST_BLENDERS:
             return await self._list_blenders()
@@ -309,6 +367,11 @@ def server(bridge: StdioBridge) -> Server[Any]:
         ),
         on_list_tools=bridge.list_tools,
         on_call_tool=bridge.call_tool,
+        on_list_resources=bridge.list_resources,
+        on_list_resource_templates=bridge.list_resource_templates,
+        on_read_resource=bridge.read_resource,
+        on_list_prompts=bridge.list_prompts,
+        on_get_prompt=bridge.get_prompt,
     )
 
 

@@ -16,6 +16,7 @@ new one when the runtime file names another; an answer may stay silent `inactivi
 
 from __future__ import annotations
 
+import base64
 import json
 import select
 from collections.abc import Awaitable, Callable
@@ -57,9 +58,21 @@ def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> 
         versions.VERSION_HEADER: versions.STATELESS,
         versions.METHOD_HEADER: method,
     }
-    if method == "tools/call" and isinstance(params.get("name"), str):
-        headers[versions.NAME_HEADER] = params["name"]  # an ASCII tool name; others travel as =?base64?…?=
+    named = params.get(NAME_BEARING.get(method, ""))
+    if isinstance(named, str):
+        headers[versions.NAME_HEADER] = _header_text(named)
     return json.dumps(body).encode(), headers
+
+
+NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""Methods whose named parameter the request mirrors in the Mcp-Name header."""
+
+
+def _header_text(value: str) -> str:
+    """A header value as it travels: printable ASCII as it is, anything else as =?base64?…?= (2026-07-28)."""
+    if value.isascii() and value.isprintable() and value == value.strip():
+        return value
+    return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
 
 
 class BridgeSilent(ToolCallFailed):

@@ -142,6 +142,9 @@ class Output:
     run: Callable[[], Any] | None = None
     """One request's work; never set together with `close` (the answer decides that)."""
     close: bool = False
+    lasting: bool = False
+    """`run` lasts as long as its client listens (an event stream of updates): a driver that runs requests in
+    place runs this one on a thread of its own."""
 
 
 QUIET = Output()

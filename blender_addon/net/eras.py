@@ -44,8 +44,15 @@ Method = Callable[[McpProtocol, dict[str, Any], Caller], dict[str, Any]]
 COMMON: Mapping[str, Method] = {
     "tools/list": lambda protocol, params, caller: protocol.list_tools(),
     "tools/call": lambda protocol, params, caller: protocol.call_tool(params, caller),
+    "resources/list": lambda protocol, params, caller: protocol.list_resources(),
+    "resources/templates/list": lambda protocol, params, caller: protocol.list_resource_templates(),
+    "resources/read": lambda protocol, params, caller: protocol.read_resource(params, caller),
+    "prompts/list": lambda protocol, params, caller: protocol.list_prompts(),
+    "prompts/get": lambda protocol, params, caller: protocol.get_prompt(params),
 }
-CACHEABLE = frozenset({"server/discover", "tools/list"})
+CACHEABLE = frozenset(
+    {"server/discover", "tools/list", "resources/list", "resources/templates/list", "resources/read", "prompts/list"}
+)
 
 
 class Era(abc.ABC):

@@ -70,7 +70,7 @@ class EventStream:
         """The rest of the stream, ending with `message` (the JSON-RPC response); nothing is sent after it."""
         with self._lock:
             self._finished = True
-            rest = bytes(self._pending) + _event(encode(message)) + END
+            rest = bytes(self._pending) + event(encode(message)) + END
             self._pending.clear()
             return rest
 
@@ -86,7 +86,7 @@ class EventStream:
         if message is None:
             message = f"running for {elapsed:.0f} s"
         params["message"] = message[:MESSAGE_CHARS]
-        self._pending += _event(encode({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
+        self._pending += event(encode({"jsonrpc": "2.0", "method": "notifications/progress", "params": params}))
         self._last_progress, self._last_word = elapsed, now
 
     def _flush(self) -> None:
@@ -97,7 +97,7 @@ class EventStream:
         del self._pending[:taken]
 
 
-def _event(data: bytes) -> bytes:
+def event(data: bytes) -> bytes:
     """One SSE `message` event as one HTTP chunk (JSON text holds no raw newline, so one data line)."""
     event = b"event: message\ndata: " + data + b"\n\n"
     return f"{len(event):X}\r\n".encode() + event + b"\r\n"

@@ -105,6 +105,12 @@ class HttpError(Exception):
 App = Callable[[Request], Response]
 Gate = Callable[[Request], HttpError | None]
 """Decides from the request line and headers alone (the body is empty): a refusal, or None to go on."""
+Lasting = Callable[[Request], bool]
+"""Whether a request's answer lasts as long as its client listens (`Output.lasting`)."""
+
+
+def _brief(request: Request) -> bool:
+    return False
 
 
 @dataclass
@@ -126,9 +132,10 @@ class HttpConversation:
     the connection closes; one that ends in the middle of a request hears that nothing was run.
     """
 
-    def __init__(self, peer: Peer, *, app: App, limits: HttpLimits, gate: Gate) -> None:
+    def __init__(self, peer: Peer, *, app: App, limits: HttpLimits, gate: Gate, lasting: Lasting = _brief) -> None:
         self._peer = peer
         self._app = app
+        self._lasting = lasting
         self._limits = limits
         self._gate = gate
         self.client_state = ClientState.IDLE
@@ -201,7 +208,7 @@ class HttpConversation:
                 return Output(close=True)
             return QUIET
         self.client_state, self.our_state, self._method = ClientState.DONE, OurState.RUNNING, request.method
-        return Output(run=lambda: self._respond(request))
+        return Output(run=lambda: self._respond(request), lasting=self._lasting(request))
 
     def _respond(self, request: Request) -> Response:
         response = self._app(request)

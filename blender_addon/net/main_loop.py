@@ -24,9 +24,11 @@ Admission, eviction, accept backoff, the error and the stop policy are the threa
 from __future__ import annotations
 
 import math
+import queue
 import selectors
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -56,7 +58,18 @@ class _Listening:
 
 
 class _Connection:
-    __slots__ = ("sock", "conversation", "out", "sent", "closing", "writing_until", "next_run", "events", "known")
+    __slots__ = (
+        "sock",
+        "conversation",
+        "out",
+        "sent",
+        "closing",
+        "writing_until",
+        "next_run",
+        "events",
+        "known",
+        "detached",
+    )
 
     def __init__(self, sock: socket.socket, conversation: Conversation) -> None:
         self.sock = sock
@@ -72,6 +85,9 @@ class _Connection:
         """What the selector watches it for (0: nothing, while its next request waits its turn)."""
         self.known = False
         """Whether the known clients' selector watches it (asking the selector costs a KeyError's message)."""
+        self.detached = False
+        """Its lasting request runs on a thread of its own (`Output.lasting`): nothing is read, sent or timed for it
+        here until that ends."""
 
 
 class MainLoop:
@@ -90,6 +106,8 @@ class MainLoop:
         """Connections whose next request runs on the next turn."""
         self._known = selectors.DefaultSelector()
         """The trusted connections waiting to read: looked at before each piece of work for a stranger."""
+        self._finished: queue.SimpleQueue[tuple[_Connection, Any]] = queue.SimpleQueue()
+        """Lasting requests that ended on their threads, with their results, for the loop to answer."""
         self._closed = False
         self._background = False
         """Background work remains: the next turn looks at the sockets without waiting."""
@@ -127,6 +145,7 @@ class MainLoop:
                 target = key.data
                 if target is None:
                     self._drain_wake()
+                    self._answer_finished()
                 elif isinstance(target, _Listening):
                     accepting.append(target)
                 elif not target.conversation.trusted and not mask & selectors.EVENT_WRITE:
@@ -264,10 +283,45 @@ class MainLoop:
         return True
 
     def _run(self, connection: _Connection, output: Output) -> Output:
-        """The one request this connection gets this turn, run in place; its answer, and any next one."""
+        """The one request this connection gets this turn, run in place; its answer, and any next one. A lasting
+        one runs on a thread of its own (an event stream would hold the loop for as long as its client listens)."""
         assert output.run is not None
+        if output.lasting:
+            self._detach(connection, output.run)
+            return Output(output.data)
         answer = connection.conversation.answered(output.run(), time.monotonic())
         return Output(output.data + answer.data, answer.run, answer.close)
+
+    def _detach(self, connection: _Connection, run: Callable[[], Any]) -> None:
+        connection.detached = True
+
+        def lasting() -> None:
+            try:
+                result = run()
+            except BaseException as exc:  # the loop answers nothing for it: the connection is dropped there
+                conversation_failed(exc)
+                result = exc
+            self._finished.put((connection, result))
+            self.wake()
+
+        threading.Thread(target=lasting, name="hermes-stream", daemon=True).start()
+
+    def _answer_finished(self) -> None:
+        """Lasting requests that ended: answered here, on the loop's thread, as any other."""
+        while True:
+            try:
+                connection, result = self._finished.get_nowait()
+            except queue.Empty:
+                return
+            connection.detached = False
+            if connection.sock not in self._connections:
+                continue
+            if isinstance(result, BaseException):
+                self._drop(connection)
+                continue
+            self._step(
+                connection, lambda c, done=result: self._deliver(c, c.conversation.answered(done, time.monotonic()))
+            )
 
     def _run_next(self, connection: _Connection) -> None:
         run, connection.next_run = connection.next_run, None
@@ -290,6 +344,9 @@ class MainLoop:
             self._watch(connection, selectors.EVENT_WRITE)
         elif connection.closing:
             self._drop(connection)
+        elif connection.detached:
+            connection.writing_until = None
+            self._watch(connection, 0)
         else:
             connection.writing_until = None
             if connection.next_run is not None:
@@ -377,6 +434,6 @@ def _due(connection: _Connection) -> float:
     otherwise the conversation's own deadline."""
     if connection.writing_until is not None:
         return connection.writing_until
-    if connection.next_run is not None:
+    if connection.next_run is not None or connection.detached:
         return math.inf
     return connection.conversation.deadline()

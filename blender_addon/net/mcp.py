@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import RpcError, UnknownTool
+from ..errors import InvalidArguments, RpcError, UnknownResource, UnknownTool
 from ..jsontext import RawJson, dumps
 from .caller import Caller
 from .versions import SUPPORTED
@@ -30,6 +30,8 @@ class ToolOutcome:
     structured: RawJson | None = None
     """The data as JSON text, sent as structuredContent without a second encoding."""
     is_error: bool = False
+    failure: dict[str, Any] | None = None
+    """An error's payload (`state`, `error`, details), for a method that answers it as a JSON-RPC error."""
 
     @classmethod
     def json(cls, data: dict[str, Any]) -> ToolOutcome:
@@ -39,13 +41,23 @@ class ToolOutcome:
     @classmethod
     def error(cls, message: str, **details: Any) -> ToolOutcome:
         payload = {"error": message, **{k: v for k, v in details.items() if v is not None}}
-        return cls([{"type": "text", "text": dumps(payload)}], is_error=True)
+        return cls([{"type": "text", "text": dumps(payload)}], is_error=True, failure=payload)
 
     def as_result(self) -> dict[str, Any]:
         result: dict[str, Any] = {"content": self.content, "isError": self.is_error}
         if self.structured is not None:
             result["structuredContent"] = self.structured
         return result
+
+
+CAPABILITIES: dict[str, Any] = {
+    "tools": {"listChanged": False},
+    "resources": {"subscribe": False, "listChanged": False},
+    "prompts": {"listChanged": False},
+}
+"""The 2025 handshake's: resources are read, not subscribed to (that era's updates need its GET stream)."""
+STATELESS_CAPABILITIES: dict[str, Any] = {**CAPABILITIES, "resources": {"subscribe": True, "listChanged": False}}
+"""The stateless era's: `subscriptions/listen` delivers resource updates."""
 
 
 class ToolHost(Protocol):
@@ -55,6 +67,20 @@ class ToolHost(Protocol):
 
     def call_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> ToolOutcome:
         """Run a tool for `caller` and report its outcome; raises UnknownTool for a name not offered."""
+        ...
+
+    def list_resources(self) -> list[dict[str, Any]]: ...
+
+    def resource_templates(self) -> list[dict[str, Any]]: ...
+
+    def read_resource(self, uri: str, caller: Caller) -> ToolOutcome:
+        """Read a resource for `caller` (its tool's outcome); raises UnknownResource for a URI not served."""
+        ...
+
+    def list_prompts(self) -> list[dict[str, Any]]: ...
+
+    def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
+        """A prompt's messages; raises InvalidArguments for an unknown name or a missing argument."""
         ...
 
 
@@ -76,7 +102,7 @@ class McpProtocol:
         """The 2025 handshake's answer, for the version the era agreed."""
         return {
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": CAPABILITIES,
             "serverInfo": {"name": self._info.name, "version": self._info.version},
             "instructions": self._info.instructions,
         }
@@ -84,7 +110,7 @@ class McpProtocol:
     def discover(self) -> dict[str, Any]:
         return {
             "supportedVersions": list(SUPPORTED),
-            "capabilities": {"tools": {"listChanged": False}},
+            "capabilities": STATELESS_CAPABILITIES,
             "serverInfo": {"name": self._info.name, "version": self._info.version},
             "instructions": self._info.instructions,
         }
@@ -106,3 +132,38 @@ class McpProtocol:
         except UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         return outcome.as_result()
+
+    def list_resources(self) -> dict[str, Any]:
+        return {"resources": self._tools.list_resources()}
+
+    def list_resource_templates(self) -> dict[str, Any]:
+        return {"resourceTemplates": self._tools.resource_templates()}
+
+    def read_resource(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        """The resource's JSON; a URI not served is -32602 with the URI in `data` (SEP-2164), and a read that failed
+        is a JSON-RPC error carrying the tool's named state."""
+        uri = params.get("uri")
+        if not isinstance(uri, str) or not uri:
+            raise RpcError(INVALID_PARAMS, "resources/read needs a string 'uri'")
+        try:
+            outcome = self._tools.read_resource(uri, caller)
+        except UnknownResource as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"uri": uri}) from None
+        if outcome.failure is not None:
+            code = (
+                INVALID_PARAMS if outcome.failure.get("state") in ("not_found", "invalid_arguments") else INTERNAL_ERROR
+            )
+            raise RpcError(code, str(outcome.failure["error"]), {"uri": uri, **outcome.failure})
+        return {"contents": [{"uri": uri, "mimeType": "application/json", "text": str(outcome.structured)}]}
+
+    def list_prompts(self) -> dict[str, Any]:
+        return {"prompts": self._tools.list_prompts()}
+
+    def get_prompt(self, params: dict[str, Any]) -> dict[str, Any]:
+        name, arguments = params.get("name"), params.get("arguments") or {}
+        if not isinstance(name, str) or not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, "prompts/get needs a string 'name' and an object 'arguments'")
+        try:
+            return self._tools.get_prompt(name, arguments)
+        except InvalidArguments as exc:
+            raise RpcError(INVALID_PARAMS, str(exc)) from None

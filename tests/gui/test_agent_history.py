@@ -15,6 +15,8 @@ import pytest
 
 from tests.gui.harness import ARTIFACTS, GuiBlender
 from tests.gui.test_lifecycle import _open_hermes_panel
+from tests.resource_updates import CUBE, listening
+from tests.resource_updates import SCENE as SCENE_URI
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -152,3 +154,16 @@ def test_the_montage_in_the_interactive_blender_shows_the_views_and_leaves_no_tr
     path.write_bytes(base64.b64decode(image["data"]))
     assert json.loads(details["text"])["views"] == ["front", "right", "top", "three-quarter"]
     assert own_gui.code(state) == before
+
+
+def test_a_listener_hears_the_users_own_edit_with_real_keys_within_a_second(own_gui: GuiBlender) -> None:
+    """The person at Blender moves the cube (G X 2 Enter): a client listening to the cube hears it, as it happens."""
+    with listening(own_gui.runtime_file, [SCENE_URI, CUBE]) as listener:
+        viewport = own_gui.probe(VIEWPORT)
+        subprocess.run(["xdotool", "mousemove", str(viewport["x"]), str(viewport["y"])], env=own_gui.env, check=True)
+        time.sleep(0.5)
+        pressed = time.monotonic()
+        _keys(own_gui, "g", "x", "2", "Return")
+        assert listener.wait_for(CUBE, 5.0), listener.messages
+        heard = listener.first_arrival(CUBE)
+    assert heard is not None and heard - pressed <= 1.0, heard - pressed

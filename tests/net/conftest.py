@@ -23,6 +23,7 @@ from blender_addon.net.mcp import McpProtocol, ServerInfo, ToolOutcome
 from blender_addon.net.mcp_http import McpHttpApp
 from blender_addon.net.refusals import refusals
 from blender_addon.net.sessions import SessionStore
+from blender_addon.net.subscriptions import Updates
 
 from .drivers import DRIVERS, Served
 
@@ -140,10 +141,10 @@ def start_endpoint(
     tools = FakeTools()
     sessions = sessions or SessionStore()
     holder: dict[str, Served] = {}
-    app = McpHttpApp(McpProtocol(tools, ServerInfo("test", "0", "hi")), token, lambda: holder["l"].address[1], sessions)
-    served = Served(
-        driver, partial(HttpConversation, app=app, limits=limits, gate=app.gate), max_connections=max_connections
-    )
+    protocol = McpProtocol(tools, ServerInfo("test", "0", "hi"))
+    app = McpHttpApp(protocol, token, lambda: holder["l"].address[1], sessions, Updates())
+    conversation = partial(HttpConversation, app=app, limits=limits, gate=app.gate, lasting=app.lasting)
+    served = Served(driver, conversation, max_connections=max_connections)
     holder["l"] = served
     tools.dispatcher = served.dispatcher
     return Endpoint(served.address[1], token, tools, served, sessions)

@@ -29,7 +29,11 @@ def test_initialize_negotiates_each_2025_version_and_issues_a_session(endpoint: 
 def test_initialize_with_an_unknown_version_gets_our_newest_handshake_version(endpoint: Endpoint) -> None:
     _, _, body = endpoint.rpc("initialize", {"protocolVersion": "1999-01-01", "capabilities": {}}, modern=False)
     assert body["result"]["protocolVersion"] == "2025-11-25"
-    assert body["result"]["capabilities"] == {"tools": {"listChanged": False}}
+    assert body["result"]["capabilities"] == {
+        "tools": {"listChanged": False},
+        "resources": {"subscribe": False, "listChanged": False},  # read; this era's updates are not offered
+        "prompts": {"listChanged": False},
+    }
 
 
 def test_legacy_requests_need_a_live_session(endpoint: Endpoint) -> None:
@@ -106,7 +110,7 @@ def test_notifications_and_client_responses_get_202_and_no_body(endpoint: Endpoi
 
 
 def test_unknown_method_is_32601(endpoint: Endpoint) -> None:
-    status, _, body = endpoint.rpc("resources/list")
+    status, _, body = endpoint.rpc("no/such")
     assert status == 404 and body["error"]["code"] == -32601
     session = _initialize(endpoint)
     status, _, body = endpoint.rpc("no/such", modern=False, Mcp_Session_Id=session)
