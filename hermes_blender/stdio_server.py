@@ -56,6 +56,8 @@ CLIENT_ENV = "HERMES_BLENDER_CLIENT"
 """Set by the client's launch line (the Hermes plugin's mcp.json says `hermes`); unset for every other client."""
 STATES_AS_RESULTS = frozenset({"hermes"})
 """Clients whose circuit breaker counts an `isError` answer as a failed call: Blender's absence is a result there."""
+UPDATES_RETRY = 1.0
+"""Seconds before the stream of resource updates is opened again after it ended or could not open."""
 LIST_BLENDERS = "list_blenders"
 """The one tool of this server's own: which Blenders serve, and which one this session talks to."""
 
@@ -219,6 +221,12 @@ class StdioBridge:
         self._tools = self._served([types.Tool.model_validate(tool) for tool in shipped_catalogue()])
         self._checked_pids: set[int] = set()
         """Blenders whose own catalogue was compared with the one served (once each)."""
+        self._subscribed: set[str] = set()
+        """The URIs the client subscribed to (`resources/subscribe`)."""
+        self._session: Any = None
+        """The client's session, for its resource updates."""
+        self._resubscribed = anyio.Event()
+        """Set when the subscriptions changed: the stream to Blender is opened again for the new set."""
 
     def _served(self, tools: list[types.Tool]) -> list[types.Tool]:
         """The tools as this client gets them. Where Blender's absence is a result (Hermes), without output
@@ -258,6 +266,57 @@ class StdioBridge:
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         answer = await self._forward("resources/read", {"uri": str(params.uri)})
         return types.ReadResourceResult.model_validate(answer)
+
+    async def subscribe_resource(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        self._session = ctx.session
+        self._subscribed.add(str(params.uri))
+        self._resubscribed.set()
+        return types.EmptyResult()
+
+    async def unsubscribe_resource(self, ctx: Any, params: types.UnsubscribeRequestParams) -> types.EmptyResult:
+        self._subscribed.discard(str(params.uri))
+        self._resubscribed.set()
+        return types.EmptyResult()
+
+    async def follow_updates(self) -> None:
+        """For the server's life: while the client has subscriptions, one stream from the Blender this session
+        talks to, its updates sent on; opened again when the subscriptions change, and when the stream ends
+        (Blender stopped or restarted: a Blender that comes back is followed, and a new one's resources are told as
+        updated, since every subscribed resource may read differently there)."""
+        heard_from: int | None = None
+        while True:
+            self._resubscribed = changed = anyio.Event()
+            uris = sorted(self._subscribed)
+            if uris:
+                heard_from = await self._follow(uris, changed, heard_from)
+            else:
+                await changed.wait()
+
+    async def _follow(self, uris: list[str], changed: anyio.Event, heard_from: int | None) -> int | None:
+        """One stream, until it ends (then a pause) or the subscriptions change; the pid of the Blender heard."""
+        async with anyio.create_task_group() as group:
+
+            async def stop_when_changed() -> None:
+                await changed.wait()
+                group.cancel_scope.cancel()
+
+            group.start_soon(stop_when_changed)
+            try:
+                endpoint, _note = await self._choice.endpoint()
+                if heard_from is not None and endpoint.pid != heard_from:
+                    for uri in uris:
+                        await self._updated(uri)
+                heard_from = endpoint.pid
+                await BridgeLink(endpoint).listen(uris, self._updated)
+            except (BlenderBridgeError, MCPError) as exc:
+                log.info("no resource updates from Blender for now (%s); looking again shortly", exc)
+            await anyio.sleep(UPDATES_RETRY)
+            group.cancel_scope.cancel()
+        return heard_from
+
+    async def _updated(self, uri: str) -> None:
+        if self._session is not None and uri in self._subscribed:
+            await self._session.send_resource_updated(uri)
 
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=shipped_views()["prompts"])
@@ -372,6 +431,8 @@ def server(bridge: StdioBridge) -> Server[Any]:
         on_read_resource=bridge.read_resource,
         on_list_prompts=bridge.list_prompts,
         on_get_prompt=bridge.get_prompt,
+        on_subscribe_resource=bridge.subscribe_resource,
+        on_unsubscribe_resource=bridge.unsubscribe_resource,
     )
 
 
@@ -388,8 +449,10 @@ def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = Non
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
         try:
-            async with stdio_streams() as (read, write):
+            async with stdio_streams() as (read, write), anyio.create_task_group() as group:
+                group.start_soon(bridge.follow_updates)
                 await app.run(read, write, options)
+                group.cancel_scope.cancel()
         finally:
             await links.close()
 

@@ -39,6 +39,8 @@ MAX_EVENT = 16 * 1024 * 1024
 """The longest event of a streamed answer: its last one carries the whole result."""
 
 OnProgress = Callable[[dict[str, Any]], Awaitable[None]]
+OnNotification = Callable[[dict[str, Any]], Awaitable[None]]
+"""Given each notification of an event stream, whole."""
 """Hears each `notifications/progress` params of a streamed answer (the bridge's progressToken in them)."""
 
 
@@ -73,6 +75,14 @@ def _header_text(value: str) -> str:
     if value.isascii() and value.isprintable() and value == value.strip():
         return value
     return f"=?base64?{base64.b64encode(value.encode('utf-8')).decode('ascii')}?="
+
+
+def _progress_only(on_progress: OnProgress) -> OnNotification:
+    async def progress(message: dict[str, Any]) -> None:
+        if message.get("method") == "notifications/progress":
+            await on_progress(message["params"])
+
+    return progress
 
 
 class BridgeSilent(ToolCallFailed):
@@ -145,6 +155,38 @@ class BridgeLink:
             raise ToolCallFailed(f"the connection to Blender at {self.endpoint.url} failed: {exc!r}") from None
         raise clock.failure(self.endpoint.url, what)  # only when the clock's scope ended the exchange
 
+    async def listen(self, uris: list[str], on_updated: Callable[[str], Awaitable[None]]) -> None:
+        """A `subscriptions/listen` stream for `uris` on a connection of its own: each updated URI to `on_updated`,
+        until the bridge ends the stream (it stops: returns) or the connection fails (ToolCallFailed)."""
+        self._next_id += 1
+        params = {"notifications": {"resourceSubscriptions": uris}}
+        body, headers = modern_request("subscriptions/listen", params, self._next_id)
+        headers["Accept"] = "application/json, text/event-stream"
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        message = f"POST {self._path} HTTP/1.1\r\n{self._head}{head}Content-Length: {len(body)}\r\n\r\n"
+
+        async def updated(message: dict[str, Any]) -> None:
+            uri = message["params"].get("uri")
+            if message.get("method") == "notifications/resources/updated" and isinstance(uri, str):
+                await on_updated(uri)
+
+        connection = await self._dial()
+        try:
+            await connection.send(message.encode("latin-1") + body)
+            first = await connection.receive_until(b"\r\n\r\n", MAX_HEAD)
+            status_line, *lines = first.decode("latin-1").split("\r\n")
+            fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+            if fields.get("content-type") != "text/event-stream":
+                size = fields.get("content-length", "0")
+                content = await connection.receive_exactly(int(size)) if size.isdigit() else b""
+                self._result(int(status_line.split(" ", 2)[1]), content)  # raises the bridge's refusal
+                raise ToolCallFailed(f"Blender at {self.endpoint.url} answered subscriptions/listen without a stream")
+            await _answer_of_stream(connection, updated)
+        except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError) as exc:
+            raise ToolCallFailed(f"the update stream from Blender at {self.endpoint.url} failed: {exc!r}") from None
+        finally:
+            await connection.aclose()
+
     async def _exchange(self, request: bytes, on_progress: OnProgress | None, clock: _Clock) -> tuple[int, bytes]:
         """One request and its answer. A kept connection that ended before any byte of an answer came gets the
         request once more on a new one, as HTTP clients do: the bridge never closes a connection after a request
@@ -208,7 +250,7 @@ class BridgeLink:
             status = int(head[0].split(" ", 2)[1])
             fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
             if fields.get("content-type") == "text/event-stream" and on_progress is not None:
-                content = await _answer_of_stream(connection, on_progress)
+                content = await _answer_of_stream(connection, _progress_only(on_progress))
             elif not fields.get("content-length", "").isdigit():
                 raise ToolCallFailed(f"Blender at {self.endpoint.url} answered without a Content-Length")
             else:
@@ -352,8 +394,8 @@ class _ClosedBeforeAnswer(Exception):
     """The connection ended (closed or reset) before the first byte of an answer."""
 
 
-async def _answer_of_stream(stream: BufferedByteStream, on_progress: OnProgress) -> bytes:
-    """Read an event stream in chunks to its end: each progress notification to `on_progress`, the answer back."""
+async def _answer_of_stream(stream: BufferedByteStream, on_notification: OnNotification) -> bytes:
+    """Read an event stream in chunks to its end: each notification to `on_notification`, the answer back."""
     pending, answer = b"", b""
     while size := int((await stream.receive_until(b"\r\n", 32)).split(b";")[0], 16):
         pending += await stream.receive_exactly(size)
@@ -361,11 +403,13 @@ async def _answer_of_stream(stream: BufferedByteStream, on_progress: OnProgress)
         while b"\n\n" in pending:
             event, pending = pending.split(b"\n\n", 1)
             data = b"\n".join(line[6:] for line in event.split(b"\n") if line.startswith(b"data: "))
+            if not data:
+                continue  # a comment (a stream's keep-alive)
             message = json.loads(data)
-            if message.get("method") == "notifications/progress":
-                await on_progress(message["params"])
-            elif "id" in message:
+            if "id" in message:
                 answer = data
+            elif isinstance(message.get("params"), dict):
+                await on_notification(message)
         if len(pending) > MAX_EVENT:
             raise anyio.IncompleteRead
     await stream.receive_until(b"\r\n", 32)  # the empty trailer

@@ -25,6 +25,8 @@ class Listener:
     def __init__(self) -> None:
         self.messages: list[dict[str, Any]] = []
         self.arrivals: list[float] = []
+        self.cut: Exception | None = None
+        """Why the stream ended without its result, if it was cut."""
         self.ended = threading.Event()
         self._arrived = threading.Condition()
 
@@ -61,15 +63,18 @@ def listening(runtime_file: Path, uris: list[str]) -> Iterator[Listener]:
     acknowledged = threading.Event()
 
     def read() -> None:
-        with httpx2.Client(timeout=httpx2.Timeout(10.0, read=None)) as http:
-            with http.stream("POST", endpoint.url, content=body, headers=headers) as answer:
-                assert answer.status_code == 200, answer.read()
-                for line in answer.iter_lines():
-                    if line.startswith("data: "):
-                        message = json.loads(line[6:])
-                        listener.add(message)
-                        if message.get("method") == "notifications/subscriptions/acknowledged":
-                            acknowledged.set()
+        try:
+            with httpx2.Client(timeout=httpx2.Timeout(10.0, read=None)) as http:
+                with http.stream("POST", endpoint.url, content=body, headers=headers) as answer:
+                    assert answer.status_code == 200, answer.read()
+                    for line in answer.iter_lines():
+                        if line.startswith("data: "):
+                            message = json.loads(line[6:])
+                            listener.add(message)
+                            if message.get("method") == "notifications/subscriptions/acknowledged":
+                                acknowledged.set()
+        except httpx2.HTTPError as exc:  # Blender killed under it: a cut, not a graceful end
+            listener.cut = exc
         listener.ended.set()
 
     thread = threading.Thread(target=read, daemon=True)

@@ -104,7 +104,7 @@ class Updates:
                 raise RpcError(INTERNAL_ERROR, f"{MAX_STREAMS} streams are open, the most one bridge keeps")
             self._streams.append(stream)
         try:
-            last_sent = last_word = -COALESCE
+            last_sent, last_word = -COALESCE, self._clock()
             while True:
                 with self._changed:
                     now = self._clock()

@@ -79,6 +79,7 @@ def test_the_shipped_views_are_what_a_live_blender_lists(blender: HeadlessBlende
     assert asyncio.run(live()) == shipped_views(), "regenerate hermes_blender/views.json from a live Blender"
 
 
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")  # the 2025 way, on purpose
 def test_a_stdio_client_subscribed_to_the_cube_hears_another_clients_change_and_a_restart(tmp_path: Path) -> None:
     runtime_file = tmp_path / "Blender" / "server.json"
     heard: list[str] = []

@@ -61,7 +61,7 @@ def test_a_burst_of_changes_is_coalesced(blender: HeadlessBlender) -> None:
 def test_a_bridge_that_stops_ends_its_streams_gracefully(tmp_path: Path) -> None:
     with HeadlessBlender(tmp_path / "server.json") as blender, listening(blender.runtime_file, [SCENE]) as listener:
         pass
-    assert listener.ended.wait(10)
+    assert listener.ended.wait(10) and listener.cut is None
     [end] = [m for m in listener.messages if "result" in m]
     assert end["id"] == 7 and end["result"]["resultType"] == "complete"
 
