@@ -19,12 +19,9 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .addon_package import ONE_PREFERENCE, build_addon, install_addon
-from .checks import render_status, render_validation, status_report, validate, validation_report
-from .client import BridgeClient, ToolResult
 from .client_configs import (
     CLIENTS,
     SERVER,
@@ -40,11 +37,14 @@ from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
-from .headless import HeadlessBlender
-from .instances import instance_spec, live_instances
 from .resources import PLUGIN_ROOT
-from .summary import format_objects_summary
 from .terminal import ProgressBar, printable
+
+if TYPE_CHECKING:
+    from .client import ToolResult
+
+# Each command imports what only it needs, in its handler: `mcp` answers a client's `initialize` as soon as the
+# SDK is loaded (Gemini CLI gives a stdio server 5 s by default), not after the checks' YAML or the headless runner.
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -173,6 +173,8 @@ def _json_option(parser: argparse.ArgumentParser) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from .headless import HeadlessBlender
+
     _require_bpy()
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
@@ -234,6 +236,10 @@ def _set_on_eof(stop: threading.Event) -> None:
 
 
 def _call(args: argparse.Namespace) -> int:
+    from .client import BridgeClient
+    from .instances import instance_spec, live_instances
+    from .summary import format_objects_summary
+
     try:
         arguments = json.loads(args.arguments)
     except ValueError as exc:
@@ -336,6 +342,10 @@ def _connect(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    from .client import BridgeClient
+    from .headless import HeadlessBlender
+    from .summary import format_objects_summary
+
     _require_bpy()
     with tempfile.TemporaryDirectory(prefix="hermes-demo-") as folder:
         runtime_file = Path(folder) / "server.json"
@@ -363,6 +373,8 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _build_addon(args: argparse.Namespace) -> int:
+    from .addon_package import build_addon
+
     _progress("building the extension with Blender's own builder...")
     path = build_addon(args.output)
     print(path)
@@ -371,6 +383,8 @@ def _build_addon(args: argparse.Namespace) -> int:
 
 
 def _install_addon(args: argparse.Namespace) -> int:
+    from .addon_package import ONE_PREFERENCE, install_addon
+
     where = str(args.blender) if args.blender else "the bundled Blender (bpy)"
     _progress(f"installing the Hermes Bridge extension into {where}...")
     install_addon(args.blender)
@@ -379,6 +393,8 @@ def _install_addon(args: argparse.Namespace) -> int:
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from .checks import render_validation, validate, validation_report
+
     host = HostFacts()
     try:
         package = validate(args.plugin_dir, host)
@@ -394,6 +410,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from .checks import render_status, status_report, validate
+
     host = HostFacts()
     package = validate(args.plugin_dir, host)
     if args.server is not None and args.server not in package.servers:

@@ -1158,6 +1158,50 @@ def _ready(name: str, checkout: Path) -> float:
 READY_REQUEST = json.dumps({"type": "execute", "code": "result = {}", "strict_json": False}).encode() + b"\0"
 
 
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "bench", "version": "0"}},
+}
+
+
+def cold_start(command: list[str]) -> float:
+    """Seconds from starting a stdio server to its `initialize` answer (stdin then closed: it ends)."""
+    began = time.perf_counter()
+    server = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(json.dumps(INITIALIZE).encode() + b"\n")
+    server.stdin.flush()
+    answer = server.stdout.readline()
+    took = time.perf_counter() - began
+    server.stdin.close()
+    server.wait(30)
+    assert b'"result"' in answer, answer
+    return took
+
+
+def cold_starts(runs: int) -> dict[str, dict[str, float]]:
+    """`hermes-blender mcp` and the minimal SDK server, each started as `python ...`, alternated run by run."""
+    ours = [sys.executable, "-m", "hermes_blender.cli", "mcp"]
+    floor = [sys.executable, str(ROOT / "scripts" / "minimal_stdio_server.py")]
+    samples: dict[str, list[float]] = {"hermes-blender mcp": [], "minimal SDK server": []}
+    commands = {"hermes-blender mcp": ours, "minimal SDK server": floor}
+    for run in range(runs):  # which starts first alternates too: the second may find the disk cache warmer
+        for name in sorted(commands, reverse=bool(run % 2)):
+            samples[name].append(cold_start(commands[name]))
+    return {name: percentiles(values) for name, values in samples.items()}
+
+
+def cold_start_lines(rows: dict[str, dict[str, float]]) -> list[str]:
+    floor = rows["minimal SDK server"]["p50"]
+    return [
+        f"{name:<22} p50 {row['p50']:7.1f} ms  max {row['p99']:7.1f} ms  ({row['p50'] / floor:.2f}x the floor, "
+        f"{row['n']} runs)"
+        for name, row in rows.items()
+    ]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -1259,6 +1303,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the change summaries' and checkpoints' table, a Blender per row",
     )
+    parser.add_argument(
+        "--cold-start-only",
+        action="store_true",
+        help="only `hermes-blender mcp`'s start to its initialize answer, beside the minimal SDK stdio server",
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
@@ -1279,6 +1328,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.history_only:
         rows = history_table([1_000, 100_000] + [1_000_000] * args.million, 10 if args.quick else 30)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(history_lines(rows)))
+        return 0
+    if args.cold_start_only:
+        rows = cold_starts(3 if args.quick else 9)
+        print(json.dumps(rows, indent=2) if args.json else "\n".join(cold_start_lines(rows)))
         return 0
     if args.flood is not None:
         flood(args.flood)

@@ -49,3 +49,27 @@ def test_with_blender_closed_the_inspector_gets_the_named_state(
     assert code != 0 and called["isError"] is True  # the Inspector reports a tool error as a failed call
     payload = json.loads(called["content"][0]["text"])
     assert payload["state"] == "app_not_running" and payload["user_action"] == "Start Blender, then try again."
+
+
+def test_the_inspector_strict_schema_check_finds_nothing_over_stdio_and_http(
+    npm_install: Callable[[str], Path], user_home: UserHome
+) -> None:
+    """`--strict` lints every tool's schemas for portability (a type array warns: one-type dialects mishandle it)."""
+    prefix = npm_install("mcp-inspector")
+    inspector = str(prefix / "node_modules" / ".bin" / "mcp-inspector")
+    stdio = [str(Path(sys.executable).parent / "hermes-blender"), "mcp"]
+    with user_home.blender() as blender:
+        published = json.loads(blender.runtime_file.read_text())
+        http = [published["http"] + "/mcp", "--header", f"Authorization: Bearer {published['token']}"]
+        for server in (stdio, http):
+            done = subprocess.run(
+                [inspector, "--cli", *server, "--method", "tools/list", "--strict"],
+                cwd=prefix,
+                env=user_home.env(),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            assert "warning" not in done.stderr.lower() and "error" not in done.stderr.lower(), done.stderr
+            assert len(json.loads(done.stdout)["tools"]) >= 29
