@@ -73,6 +73,10 @@ class UnknownResource(BridgeError):
     """No resource of that URI is served (nor a template that makes it)."""
 
 
+class UnknownTask(BridgeError):
+    """No task of that id is kept (never given, or finished and forgotten)."""
+
+
 class RpcError(BridgeError):
     """A JSON-RPC error answer: code, message and optional data (the protocol layers send it as is)."""
 

@@ -7,6 +7,7 @@ thread; a deferred result (`check_is_finished`) is polled there once per tick, i
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -15,7 +16,7 @@ from typing import Any
 
 import bpy
 
-from . import dispatch, log, resources
+from . import dispatch, log, resources, tasks_extension
 from .agent_history import AgentHistory
 from .changes import Scene
 from .checkpoints import Checkpoints
@@ -26,6 +27,7 @@ from .errors import (
     RequestCancelled,
     ToolError,
     UnknownResource,
+    UnknownTask,
     UnknownTool,
 )
 from .net.caller import ANYONE, Caller, Progress
@@ -160,6 +162,41 @@ class Execution:
         except BridgeStopped as exc:
             return ToolOutcome.error(str(exc), state="stopped")
         return outcome
+
+    def tasked(self, name: str) -> bool:
+        return name in tasks_extension.TASKED
+
+    def start_task(self, name: str, arguments: dict[str, Any], caller: Caller = ANYONE) -> ToolOutcome | dict[str, Any]:
+        """A tasked tool's call as a task (its `Task`), or the call's refusal as the tool would have answered it."""
+        outcome = self.call_tool(tasks_extension.TASKED[name], arguments, caller)
+        if outcome.failure is not None or outcome.structured is None:
+            return outcome
+        return tasks_extension.task_fields(json.loads(outcome.structured))
+
+    def get_task(self, task_id: str, caller: Caller = ANYONE) -> dict[str, Any]:
+        """`tasks/get`, read on the main thread; UnknownTask for an id never given or long forgotten."""
+        return self._on_task(task_id, caller, lambda task: tasks_extension.detailed(task))
+
+    def cancel_task(self, task_id: str, caller: Caller = ANYONE) -> None:
+        """`tasks/cancel`: a working task stops before its next frame; a finished one stays as it ended (the
+        extension's cancel is a wish, acknowledged either way)."""
+
+        def cancel(task: Any) -> None:
+            if task.status == tasks_extension.WORKING:
+                task.cancel()
+
+        self._on_task(task_id, caller, cancel)
+
+    def _on_task(self, task_id: str, caller: Caller, act: Callable[[Any], Any]) -> Any:
+        def job() -> Any:
+            self.tasks.forget_old()
+            try:
+                task = self.tasks.task(task_id)
+            except ToolError as exc:
+                raise UnknownTask(str(exc)) from None
+            return act(task)
+
+        return self._dispatcher.call(job, self._job_timeout, caller)
 
     def list_resources(self) -> list[dict[str, Any]]:
         return resources.listed(self.tasks.ids())

@@ -30,7 +30,9 @@ from .mcp import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
     PARSE_ERROR,
+    TASKS_EXTENSION,
     UNSUPPORTED_PROTOCOL_VERSION,
     McpProtocol,
 )
@@ -93,6 +95,12 @@ class Stateless(Era):
     methods: Mapping[str, Method] = {
         **COMMON,
         "server/discover": lambda protocol, params, caller: protocol.discover(),
+        "tools/call": lambda protocol, params, caller: protocol.call_tool(
+            params, caller, takes_tasks=_takes_tasks(params)
+        ),
+        "tasks/get": lambda protocol, params, caller: protocol.get_task(_declaring(params), caller),
+        "tasks/update": lambda protocol, params, caller: protocol.update_task(_declaring(params), caller),
+        "tasks/cancel": lambda protocol, params, caller: protocol.cancel_task(_declaring(params), caller),
     }
     REMOVED = frozenset({"initialize", "ping"})
     _STATUS = {
@@ -100,11 +108,19 @@ class Stateless(Era):
         INVALID_REQUEST: 400,
         INVALID_PARAMS: 400,
         HEADER_MISMATCH: 400,
+        MISSING_CLIENT_CAPABILITY: 400,
         UNSUPPORTED_PROTOCOL_VERSION: 400,
         METHOD_NOT_FOUND: 404,
     }
     """JSON-RPC error code -> HTTP status (the SDK's own table)."""
-    NAME_BEARING = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+    NAME_BEARING = {
+        "tools/call": "name",
+        "prompts/get": "name",
+        "resources/read": "uri",
+        "tasks/get": "taskId",
+        "tasks/update": "taskId",
+        "tasks/cancel": "taskId",
+    }
     """Methods whose named parameter a client mirrors in the Mcp-Name header."""
 
     @staticmethod
@@ -159,7 +175,7 @@ class Stateless(Era):
         return f" (removed in {self.version})" if method in self.REMOVED else ""
 
     def finish(self, result: dict[str, Any], method: str) -> dict[str, Any]:
-        result["resultType"] = "complete"
+        result.setdefault("resultType", "complete")  # a task handle says "task"
         if method in CACHEABLE:  # results depend on the bearer token's Blender, so no shared caches
             result["cacheScope"] = "private"
             result["ttlMs"] = 0
@@ -167,6 +183,21 @@ class Stateless(Era):
 
     def http_status(self, error: RpcError) -> int:
         return self._STATUS.get(error.code, 200)
+
+
+def _takes_tasks(params: dict[str, Any]) -> bool:
+    """Whether this request's client declares the tasks extension (asked per request: never assumed)."""
+    capabilities = params.get("_meta", {}).get(versions.META_CLIENT_CAPABILITIES)
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and isinstance(extensions.get(TASKS_EXTENSION), dict)
+
+
+def _declaring(params: dict[str, Any]) -> dict[str, Any]:
+    """The params of a tasks method, whose client must declare the extension (-32021 otherwise, SEP-2663)."""
+    if not _takes_tasks(params):
+        required = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
+        raise RpcError(MISSING_CLIENT_CAPABILITY, f"Missing required client capability: {TASKS_EXTENSION}", required)
+    return params
 
 
 class Handshake(Era):

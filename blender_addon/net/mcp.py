@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..errors import InvalidArguments, RpcError, UnknownResource, UnknownTool
+from ..errors import BridgeError, InvalidArguments, RpcError, UnknownResource, UnknownTask, UnknownTool
 from ..jsontext import RawJson, dumps
 from .caller import Caller
 from .versions import SUPPORTED
@@ -19,6 +19,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 HEADER_MISMATCH = -32020
+MISSING_CLIENT_CAPABILITY = -32021
 UNSUPPORTED_PROTOCOL_VERSION = -32022
 
 
@@ -56,8 +57,13 @@ CAPABILITIES: dict[str, Any] = {
     "prompts": {"listChanged": False},
 }
 """The 2025 handshake's: resources are read, not subscribed to (that era's updates need its GET stream)."""
-STATELESS_CAPABILITIES: dict[str, Any] = {**CAPABILITIES, "resources": {"subscribe": True, "listChanged": False}}
-"""The stateless era's: `subscriptions/listen` delivers resource updates."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+STATELESS_CAPABILITIES: dict[str, Any] = {
+    **CAPABILITIES,
+    "resources": {"subscribe": True, "listChanged": False},
+    "extensions": {TASKS_EXTENSION: {}},
+}
+"""The stateless era's: `subscriptions/listen` delivers resource updates; the tasks extension (SEP-2663)."""
 
 
 class ToolHost(Protocol):
@@ -78,6 +84,22 @@ class ToolHost(Protocol):
         ...
 
     def list_prompts(self) -> list[dict[str, Any]]: ...
+
+    def tasked(self, name: str) -> bool:
+        """Whether a call of this tool becomes a task for a client that takes tasks."""
+        ...
+
+    def start_task(self, name: str, arguments: dict[str, Any], caller: Caller) -> ToolOutcome | dict[str, Any]:
+        """The call as a task (the extension's `Task`), or the tool's own refusal."""
+        ...
+
+    def get_task(self, task_id: str, caller: Caller) -> dict[str, Any]:
+        """The task's detailed state; raises UnknownTask."""
+        ...
+
+    def cancel_task(self, task_id: str, caller: Caller) -> None:
+        """Stop a working task; raises UnknownTask."""
+        ...
 
     def get_prompt(self, name: str, arguments: dict[str, str]) -> dict[str, Any]:
         """A prompt's messages; raises InvalidArguments for an unknown name or a missing argument."""
@@ -118,7 +140,8 @@ class McpProtocol:
     def list_tools(self) -> dict[str, Any]:
         return {"tools": self._tools.list_tools()}
 
-    def call_tool(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+    def call_tool(self, params: dict[str, Any], caller: Caller, *, takes_tasks: bool = False) -> dict[str, Any]:
+        """A tool's result; for a client that takes tasks (`takes_tasks`), a tasked tool's task handle instead."""
         name = params.get("name")
         arguments = params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -127,11 +150,38 @@ class McpProtocol:
             arguments = {}
         if not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "tools/call 'arguments' must be an object")
+        if takes_tasks and self._tools.tasked(name):
+            started = self._tools.start_task(name, arguments, caller)
+            return {"resultType": "task", **started} if isinstance(started, dict) else started.as_result()
         try:
             outcome = self._tools.call_tool(name, arguments, caller)
         except UnknownTool as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from None
         return outcome.as_result()
+
+    def get_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        return self._on_task(params, lambda task_id: self._tools.get_task(task_id, caller))
+
+    def cancel_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        self._on_task(params, lambda task_id: self._tools.cancel_task(task_id, caller))
+        return {}
+
+    def update_task(self, params: dict[str, Any], caller: Caller) -> dict[str, Any]:
+        """Acknowledged for a task this bridge keeps: its tasks never ask for input, so there is nothing to take."""
+        self._on_task(params, lambda task_id: self._tools.get_task(task_id, caller))
+        return {}
+
+    @staticmethod
+    def _on_task(params: dict[str, Any], act: Any) -> Any:
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str) or not task_id:
+            raise RpcError(INVALID_PARAMS, "tasks methods need a string 'taskId'")
+        try:
+            return act(task_id)
+        except UnknownTask as exc:
+            raise RpcError(INVALID_PARAMS, str(exc), {"taskId": task_id}) from None
+        except BridgeError as exc:  # Blender's main thread did not take it in time, or the bridge is stopping
+            raise RpcError(INTERNAL_ERROR, str(exc), {"taskId": task_id}) from None
 
     def list_resources(self) -> dict[str, Any]:
         return {"resources": self._tools.list_resources()}

@@ -125,6 +125,9 @@ class FramesTask:
         """Frames finished: written, or skipped (`frames.skipped`)."""
         self.message = f"waiting for its first frame (0 of {len(frames)})"
         self.created = self.updated = time.time()
+        self.answer: dict[str, Any] | None = None
+        """Once completed: what `render_frames_to_folder` answers for the same range (the tasks extension's
+        result)."""
 
     def step(self) -> bool:
         """Render the next frame; whether more remain. Every end of the task is its status, never an exception,
@@ -147,6 +150,8 @@ class FramesTask:
             return self._end(FAILED, f"{type(exc).__name__}: {exc} (after {self._count()})")
         self.done += 1
         if self.done == len(self.frames):
+            seconds = round(time.time() - self.created, 3)
+            self.answer = {"status": "ok", **self.frames.summary(scene), "seconds": seconds}
             if skipped := self.frames.skipped_count:
                 return self._end(
                     COMPLETED,
