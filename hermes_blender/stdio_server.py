@@ -35,6 +35,7 @@ from typing import Any
 import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR
 
@@ -56,6 +57,8 @@ CLIENT_ENV = "HERMES_BLENDER_CLIENT"
 """Set by the client's launch line (the Hermes plugin's mcp.json says `hermes`); unset for every other client."""
 STATES_AS_RESULTS = frozenset({"hermes"})
 """Clients whose circuit breaker counts an `isError` answer as a failed call: Blender's absence is a result there."""
+MAX_LISTENS = 32
+"""Listen streams one client may keep open (the bridge's own limit)."""
 UPDATES_RETRY = 1.0
 """Seconds before the stream of resource updates is opened again after it ended or could not open."""
 LIST_BLENDERS = "list_blenders"
@@ -222,7 +225,11 @@ class StdioBridge:
         self._checked_pids: set[int] = set()
         """Blenders whose own catalogue was compared with the one served (once each)."""
         self._subscribed: set[str] = set()
-        """The URIs the client subscribed to (`resources/subscribe`)."""
+        """The URIs the client subscribed to (`resources/subscribe`, 2025)."""
+        self._listened: dict[str, int] = {}
+        """The URIs the client's open `subscriptions/listen` streams name (2026-07-28), each with its count."""
+        self._bus = InMemorySubscriptionBus()
+        self._listen = ListenHandler(self._bus, max_subscriptions=MAX_LISTENS)
         self._session: Any = None
         """The client's session, for its resource updates."""
         self._resubscribed = anyio.Event()
@@ -278,6 +285,24 @@ class StdioBridge:
         self._resubscribed.set()
         return types.EmptyResult()
 
+    async def listen(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
+        """A 2026-07-28 client's stream, served by the SDK's handler from the updates the relay hears from Blender."""
+        uris = list(params.notifications.resource_subscriptions or ())
+        for uri in uris:
+            self._listened[uri] = self._listened.get(uri, 0) + 1
+        self._resubscribed.set()
+        try:
+            return await self._listen(ctx, params)
+        finally:
+            for uri in uris:
+                self._listened[uri] -= 1
+                if not self._listened[uri]:
+                    del self._listened[uri]
+            self._resubscribed.set()
+
+    def _wanted(self) -> list[str]:
+        return sorted(self._subscribed | self._listened.keys())
+
     async def follow_updates(self) -> None:
         """For the server's life: while the client has subscriptions, one stream from the Blender this session
         talks to, its updates sent on; opened again when the subscriptions change, and when the stream ends
@@ -286,7 +311,7 @@ class StdioBridge:
         heard_from: int | None = None
         while True:
             self._resubscribed = changed = anyio.Event()
-            uris = sorted(self._subscribed)
+            uris = self._wanted()
             if uris:
                 heard_from = await self._follow(uris, changed, heard_from)
             else:
@@ -317,6 +342,8 @@ class StdioBridge:
     async def _updated(self, uri: str) -> None:
         if self._session is not None and uri in self._subscribed:
             await self._session.send_resource_updated(uri)
+        if uri in self._listened:
+            await self._bus.publish(ResourceUpdated(uri=uri))
 
     async def list_prompts(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListPromptsResult:
         return types.ListPromptsResult(prompts=shipped_views()["prompts"])
@@ -433,6 +460,7 @@ def server(bridge: StdioBridge) -> Server[Any]:
         on_get_prompt=bridge.get_prompt,
         on_subscribe_resource=bridge.subscribe_resource,
         on_unsubscribe_resource=bridge.unsubscribe_resource,
+        on_subscriptions_listen=bridge.listen,
     )
 
 

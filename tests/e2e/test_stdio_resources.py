@@ -111,3 +111,24 @@ def test_a_stdio_client_subscribed_to_the_cube_hears_another_clients_change_and_
 
     asyncio.run(main())
     assert heard == ["blender://objects/Cube", "blender://objects/Cube"], heard
+
+
+def test_a_2026_stdio_client_listening_to_the_cube_hears_another_clients_change(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def main() -> list[Any]:
+        heard: list[Any] = []
+        async with Client(stdio_client(_server(runtime_file)), mode="2026-07-28") as client:  # type: ignore[arg-type]
+            with HeadlessBlender(runtime_file):
+                async with client.listen(resource_subscriptions=["blender://objects/Cube"]) as stream:
+                    await anyio.sleep(1.5)  # the relay opens its stream to Blender
+                    code = "import bpy\nbpy.data.objects['Cube'].location.x += 1\nresult = {}"
+                    assert not (await client.call_tool("execute_blender_code", {"code": code})).is_error
+                    with anyio.fail_after(10):
+                        async for event in stream:
+                            heard.append(event)
+                            break
+        return heard
+
+    [event] = asyncio.run(main())
+    assert event.uri == "blender://objects/Cube"

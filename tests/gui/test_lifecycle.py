@@ -162,7 +162,11 @@ def test_a_crashed_blender_leaves_a_stale_file_that_reads_as_not_running_and_the
     own_gui.lab_port = free_port()
     own_gui.launch()
     assert read_live_endpoint(own_gui.spec).pid == own_gui.pid != crashed
-    assert f"Replaced a stale runtime file left by a process that has exited (pid {crashed})" in own_gui.log.read_text()
+    said = f"Replaced a stale runtime file left by a process that has exited (pid {crashed})"
+    deadline = time.monotonic() + 30  # logged once the start returns, just after the file appears
+    while said not in own_gui.log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert said in own_gui.log.read_text()
 
 
 NOTE = (
