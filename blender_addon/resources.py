@@ -104,10 +104,6 @@ RESOURCES = (SCENE, SELECTION, FILE, HISTORY)
 TEMPLATES = (OBJECT, RENDER_TASK)
 
 
-def object_uri(name: str) -> str:
-    return OBJECT.prefix + quote(name, safe="")
-
-
 def task_uri(task_id: str) -> str:
     return RENDER_TASK.prefix + quote(task_id, safe="")
 
@@ -132,11 +128,14 @@ def touched(summary: dict[str, Any], wanted: frozenset[str]) -> set[str]:
     uris = {SCENE.uri, FILE.uri, HISTORY.uri}
     if "selection" in summary or "active_object" in summary:
         uris.add(SELECTION.uri)
-    names = {unquote(uri[len(OBJECT.prefix) :]) for uri in wanted if uri.startswith(OBJECT.prefix)}
-    if names:
+    spellings: dict[str, list[str]] = {}  # a name, and each way a listener wrote its URI (`%28` or `(`)
+    for uri in wanted:
+        if uri.startswith(OBJECT.prefix):
+            spellings.setdefault(unquote(uri[len(OBJECT.prefix) :]), []).append(uri)
+    if spellings:
         named = {name for key in OBJECT_LISTS for name in summary.get(key, ())}
         named.update(side for pair in summary.get("renamed", ()) for side in (pair["from"], pair["to"]))
-        uris.update(object_uri(name) for name in named & names)
+        uris.update(uri for name in named & spellings.keys() for uri in spellings[name])
     return uris & wanted
 
 

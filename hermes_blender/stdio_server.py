@@ -37,7 +37,7 @@ from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 from . import __version__
 from .contract.host import HostFacts
@@ -59,6 +59,8 @@ STATES_AS_RESULTS = frozenset({"hermes"})
 """Clients whose circuit breaker counts an `isError` answer as a failed call: Blender's absence is a result there."""
 MAX_LISTENS = 32
 """Listen streams one client may keep open (the bridge's own limit)."""
+RESUBSCRIBE_SETTLE = 0.25
+"""Seconds the relay lets subscriptions settle before it opens the stream to Blender again."""
 UPDATES_RETRY = 1.0
 """Seconds before the stream of resource updates is opened again after it ended or could not open."""
 LIST_BLENDERS = "list_blenders"
@@ -139,6 +141,19 @@ def _state_of(result: types.CallToolResult) -> str | None:
     except ValueError:
         return None
     return payload.get("state") if isinstance(payload, dict) else None
+
+
+NAME_CHARS = 64
+"""Blender's longest datablock name (63 bytes) and more: a template's argument, percent-encoded, is at most 3x."""
+
+
+def _served(uri: str) -> bool:
+    """Whether `uri` names a resource a Blender serves: a listed one, or a template's with a name that fits."""
+    views = shipped_views()
+    if uri in {resource["uri"] for resource in views["resources"]}:
+        return True
+    prefixes = [template["uriTemplate"].split("{", 1)[0] for template in views["resourceTemplates"]]
+    return any(uri.startswith(prefix) and 0 < len(uri) - len(prefix) <= 3 * NAME_CHARS for prefix in prefixes)
 
 
 def states_as_results(env: dict[str, str] | None = None) -> bool:
@@ -275,8 +290,13 @@ class StdioBridge:
         return types.ReadResourceResult.model_validate(answer)
 
     async def subscribe_resource(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
+        """Refused for a URI no Blender serves: one such URI would make Blender refuse the shared stream, and with
+        it every other subscription's updates."""
+        uri = str(params.uri)
+        if not _served(uri):
+            raise MCPError(INVALID_PARAMS, f"no resource {uri[:200]!r} to subscribe to (resources/list names them)")
         self._session = ctx.session
-        self._subscribed.add(str(params.uri))
+        self._subscribed.add(uri)
         self._resubscribed.set()
         return types.EmptyResult()
 
@@ -314,6 +334,7 @@ class StdioBridge:
             uris = self._wanted()
             if uris:
                 heard_from = await self._follow(uris, changed, heard_from)
+                await anyio.sleep(RESUBSCRIBE_SETTLE)  # a burst of subscribes reopens the stream once
             else:
                 await changed.wait()
 

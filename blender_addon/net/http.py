@@ -47,6 +47,8 @@ class Request:
     """Whether the client is still there, for work that outlives the request's arrival (deferred results)."""
     send: Callable[[bytes], int] = field(default=lambda data: len(data), compare=False, repr=False)
     """Sends what the socket takes now, for an answer streamed while the request runs (`event_stream.py`)."""
+    ended: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
+    """The client's sending side has ended (a hang-up, or a half-close): for a stream no reader half-closes."""
 
     @property
     def path(self) -> str:
@@ -259,7 +261,9 @@ class HttpConversation:
         # HTTP/1.0 has no interim answers: there a client's end is taken as a shut sending side, and a hang-up
         # is seen when the answer is written.
         watch = self._watch = Watch(self._peer, probe=_CONTINUE if head.version == "HTTP/1.1" else b"")
-        return Request(head.method, head.target, head.version, head.headers, body, watch.wanted, watch.send)
+        return Request(
+            head.method, head.target, head.version, head.headers, body, watch.wanted, watch.send, self._peer.ended
+        )
 
     @staticmethod
     def _truncated() -> None:

@@ -434,6 +434,6 @@ def _due(connection: _Connection) -> float:
     otherwise the conversation's own deadline."""
     if connection.writing_until is not None:
         return connection.writing_until
-    if connection.next_run is not None or connection.detached:
+    if connection.next_run is not None:
         return math.inf
     return connection.conversation.deadline()

@@ -171,7 +171,7 @@ class McpHttpApp:
             return _rpc_error(request_id, error, 406)
         try:
             uris = resource_filter(params)
-            self._updates.listen(request_id, uris, request.send, request.connected)
+            self._updates.listen(request_id, uris, request.send, lambda: request.connected() and not request.ended())
         except RpcError as error:
             return _rpc_error(request_id, error, self._stateless.http_status(error))
         return Response(200, b"", streamed=True, close=True)

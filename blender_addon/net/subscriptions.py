@@ -3,11 +3,12 @@
 The job side publishes the URIs a change touched (`Updates.publish`, any thread, cheap: a set update under
 a lock); each stream sends `notifications/resources/updated` for the URIs its client named, coalesced: one
 notification per URI per COALESCE at most, so a drag in the GUI that changes the scene sixty times a second
-reaches a client four times a second, never as a flood. A stream begins with the acknowledgment, hears a
-keep-alive comment after KEEPALIVE of silence (a client that left is found by the write that fails), and
-ends with the graceful result when the bridge stops. A client that does not read never holds anyone: what
-its socket does not take waits, and beyond PENDING_LIMIT keep-alives are dropped (notifications are one per
-URI, so they cannot pile up).
+reaches a client four times a second, never as a flood. A stream sends its acknowledgment at once, hears a
+keep-alive comment after KEEPALIVE of silence, and ends with the graceful result when the bridge stops. A
+client that hangs up is seen within LOOK (its place is freed; one that ends its sending side has left too: a
+stream's reader never half-closes). A client that does not read never holds anyone: what its socket does not
+take waits, and beyond PENDING_LIMIT nothing more is written for it: its changed URIs wait in a set (a URI
+changed again is still one), so a stream's memory is bounded whatever the scene does.
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from .mcp import INTERNAL_ERROR, INVALID_PARAMS
 COALESCE = 0.25
 """Seconds between two notifications of one stream: at most four a second per URI."""
 KEEPALIVE = 5.0
-"""Seconds of silence after which a stream sends a comment, so a client that left is found."""
+"""Seconds of silence after which a stream sends a comment, so a client that left without a word is found."""
+LOOK = 0.5
+"""Seconds between two looks at whether a stream's client is still there (its hang-up frees its place)."""
 MAX_STREAMS = 32
 """Streams one bridge keeps open at once (each holds a thread while it lasts)."""
 MAX_URIS = 256
@@ -89,10 +92,10 @@ class Updates:
             self._closed = True
             self._changed.notify_all()
 
-    def listen(self, subscription_id: str | int, uris: list[str], send: Send, connected: Callable[[], bool]) -> None:
-        """Serve one stream until its client leaves or the bridge stops (then its end goes out as far as the socket
-        takes it at once: the graceful result, then the stream's last chunk). Blocks: its driver runs it on a
-        thread of its own."""
+    def listen(self, subscription_id: str | int, uris: list[str], send: Send, present: Callable[[], bool]) -> None:
+        """Serve one stream until its client leaves (`present` turns false, or a write fails) or the bridge stops
+        (then its end goes out as far as the socket takes it at once: the graceful result, then the stream's last
+        chunk). Blocks: its driver runs it on a thread of its own."""
         stream = _Stream(frozenset(uris))
         meta = {SUBSCRIPTION_ID: subscription_id}
         acknowledged = {"notifications": {"resourceSubscriptions": uris}, "_meta": meta}
@@ -106,11 +109,18 @@ class Updates:
         try:
             last_sent, last_word = -COALESCE, self._clock()
             while True:
+                try:  # the head and acknowledgment at once, then what each wake-up added
+                    del pending[: send(bytes(pending))]
+                except OSError:
+                    return
+                if not present():
+                    return
                 with self._changed:
                     now = self._clock()
-                    if not self._closed and not (stream.pending and now - last_sent >= COALESCE):
-                        wait = KEEPALIVE - (now - last_word)
-                        if stream.pending:
+                    due = self._due(stream, pending, now, last_sent)
+                    if not self._closed and not due:
+                        wait = min(LOOK, KEEPALIVE - (now - last_word))
+                        if stream.pending and len(pending) < PENDING_LIMIT:
                             wait = min(wait, COALESCE - (now - last_sent))
                         self._changed.wait(max(0.0, wait))
                         now = self._clock()
@@ -121,25 +131,25 @@ class Updates:
                             send(bytes(pending))
                         return
                     taken: set[str] = set()
-                    if stream.pending and now - last_sent >= COALESCE:
+                    if self._due(stream, pending, now, last_sent):
                         taken, stream.pending = stream.pending, set()
                 for uri in sorted(taken):
                     pending += _notification("notifications/resources/updated", {"uri": uri, "_meta": meta})
                 if taken:
                     last_sent = last_word = now
                 elif now - last_word >= KEEPALIVE:
-                    if len(pending) < PENDING_LIMIT:
+                    if not pending:  # a client that reads nothing gets nothing more: its URIs wait, merged
                         pending += KEEPALIVE_CHUNK
                     last_word = now
-                try:
-                    del pending[: send(bytes(pending))]
-                except OSError:
-                    return
-                if not connected():
-                    return
         finally:
             with self._changed:
                 self._streams.remove(stream)
+
+    @staticmethod
+    def _due(stream: _Stream, pending: bytearray, now: float, last_sent: float) -> bool:
+        """Whether the URIs changed go out now: some did, the last went out COALESCE ago, and the client has read
+        what was sent (else they wait in the set, where a URI changed again is still one)."""
+        return bool(stream.pending) and now - last_sent >= COALESCE and len(pending) < PENDING_LIMIT
 
 
 def _notification(method: str, params: dict[str, Any]) -> bytes:

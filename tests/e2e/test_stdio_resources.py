@@ -132,3 +132,19 @@ def test_a_2026_stdio_client_listening_to_the_cube_hears_another_clients_change(
 
     [event] = asyncio.run(main())
     assert event.uri == "blender://objects/Cube"
+
+
+@pytest.mark.filterwarnings("ignore:resources/subscribe is removed")
+def test_a_subscription_to_a_resource_no_blender_serves_is_refused(tmp_path: Path) -> None:
+    """One such URI would make Blender refuse the relay's shared stream, and every other subscription with it."""
+
+    async def body(client: Client) -> Any:
+        await client.subscribe_resource("blender://objects/Cube")
+        try:
+            await client.subscribe_resource("file:///etc/passwd")
+        except MCPError as exc:
+            return exc.error
+        raise AssertionError("subscribed")
+
+    refused, _ = _session(tmp_path / "Blender" / "server.json", body)
+    assert refused.code == -32602 and "no resource" in refused.message

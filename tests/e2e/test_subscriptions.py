@@ -80,3 +80,13 @@ def test_a_malformed_filter_is_refused_by_name(blender: HeadlessBlender, params:
     headers["Accept"] = "application/json, text/event-stream"
     answer = httpx2.post(endpoint.url, content=body, headers=headers, timeout=10)
     assert answer.status_code == 400 and word in answer.json()["error"]["message"]
+
+
+def test_a_name_is_heard_however_its_uri_was_percent_encoded(blender: HeadlessBlender) -> None:
+    """`Cube%20(1)` (JavaScript's encodeURIComponent) and `Cube%20%281%29` (Python's quote) name one object."""
+    copy = "import bpy\no = bpy.data.objects['Cube'].copy()\no.name = 'Cube (1)'\nbpy.context.scene.collection.objects.link(o)"
+    _run(blender.runtime_file, copy + "\nresult = {}")
+    spellings = ["blender://objects/Cube%20(1)", "blender://objects/Cube%20%281%29"]
+    with listening(blender.runtime_file, spellings) as listener:
+        _run(blender.runtime_file, "import bpy\nbpy.data.objects['Cube (1)'].location.y += 1\nresult = {}")
+        assert all(listener.wait_for(uri, 1.0) for uri in spellings), listener.messages

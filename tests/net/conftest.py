@@ -79,6 +79,7 @@ class Endpoint:
     tools: FakeTools
     listener: Served
     sessions: SessionStore
+    updates: Updates
 
     @property
     def host(self) -> str:
@@ -142,12 +143,13 @@ def start_endpoint(
     sessions = sessions or SessionStore()
     holder: dict[str, Served] = {}
     protocol = McpProtocol(tools, ServerInfo("test", "0", "hi"))
-    app = McpHttpApp(protocol, token, lambda: holder["l"].address[1], sessions, Updates())
+    updates = Updates()
+    app = McpHttpApp(protocol, token, lambda: holder["l"].address[1], sessions, updates)
     conversation = partial(HttpConversation, app=app, limits=limits, gate=app.gate, lasting=app.lasting)
     served = Served(driver, conversation, max_connections=max_connections)
     holder["l"] = served
     tools.dispatcher = served.dispatcher
-    return Endpoint(served.address[1], token, tools, served, sessions)
+    return Endpoint(served.address[1], token, tools, served, sessions, updates)
 
 
 @pytest.fixture(autouse=True)
