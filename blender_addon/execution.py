@@ -80,8 +80,10 @@ class Execution:
         """What changed, job by job: Blender's handlers feed it while this bridge runs (main thread: install)."""
         self.changes.install()
         self.changes.on_record = self._announce
+        self._edits_timer = self._look_for_user_edits
+        """The one bound method registered: Blender's timers know a function by identity, not by equality."""
         if gui:
-            bpy.app.timers.register(self._look_for_user_edits, first_interval=COALESCE, persistent=True)
+            bpy.app.timers.register(self._edits_timer, first_interval=COALESCE, persistent=True)
         self.history = AgentHistory(self.changes, gui=gui)
         self.checkpoints = Checkpoints(checkpoint_folder, self.changes.copying)
 
@@ -90,8 +92,8 @@ class Execution:
         handlers stop feeding its change record."""
         self.tasks.close()
         self.changes.uninstall()
-        if bpy.app.timers.is_registered(self._look_for_user_edits):
-            bpy.app.timers.unregister(self._look_for_user_edits)
+        if bpy.app.timers.is_registered(self._edits_timer):
+            bpy.app.timers.unregister(self._edits_timer)
 
     def _announce(self, author: str, summary: dict[str, Any]) -> None:
         """A change was recorded: the resources it touched are updated for whoever listens."""

@@ -209,3 +209,16 @@ def test_in_the_gui_a_stop_asked_from_outside_a_job_stops_the_bridge(
     runtime.request_stop()
     assert runtime.tick() is None
     assert runtime.bridge is None and not runtime.pumping and not bridge.runtime_file.exists()
+
+
+def test_in_the_gui_a_stopped_bridge_leaves_no_timer_looking_for_the_users_edits(
+    service: ModuleType, runtime: Any, tmp_path: Path
+) -> None:
+    """Blender's timers know a function by identity: unregistering a fresh bound method left the old one ticking."""
+    import bpy
+
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, mode=service.Mode.GUI))
+    timer = bridge.execution._edits_timer
+    assert bpy.app.timers.is_registered(timer)
+    runtime.stop()
+    assert not bpy.app.timers.is_registered(timer)
