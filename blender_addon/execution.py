@@ -37,7 +37,7 @@ from .net.subscriptions import COALESCE, Updates
 from .tools import CATALOGUE, Image, Tool, scene_index
 from .tools.base import Pictured
 from .tools.context import JobContext
-from .tools.frame_tasks import FrameTasks
+from .tools.frame_tasks import TASK_ID, FrameTasks
 from .tools.python_exec import Deferred, Envelope, execute
 from .tools.schema import validate
 
@@ -190,6 +190,8 @@ class Execution:
         self._on_task(task_id, caller, cancel)
 
     def _on_task(self, task_id: str, caller: Caller, act: Callable[[Any], Any]) -> Any:
+        validate(TASK_ID, {"task_id": task_id})  # as the task tools take it: an id over 64 characters is never one
+
         def job() -> Any:
             self.tasks.forget_old()
             try:

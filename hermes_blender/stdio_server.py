@@ -57,6 +57,9 @@ CLIENT_ENV = "HERMES_BLENDER_CLIENT"
 """Set by the client's launch line (the Hermes plugin's mcp.json says `hermes`); unset for every other client."""
 STATES_AS_RESULTS = frozenset({"hermes"})
 """Clients whose circuit breaker counts an `isError` answer as a failed call: Blender's absence is a result there."""
+MAX_FOLLOWED = 256
+"""Resources the relay follows at once: what one of Blender's streams may name (the add-on's MAX_URIS, held equal by
+tests/agent/test_transport.py)."""
 MAX_LISTENS = 32
 """Listen streams one client may keep open (the bridge's own limit)."""
 RESUBSCRIBE_SETTLE = 0.25
@@ -243,6 +246,8 @@ class StdioBridge:
         """The URIs the client subscribed to (`resources/subscribe`, 2025)."""
         self._listened: dict[str, int] = {}
         """The URIs the client's open `subscriptions/listen` streams name (2026-07-28), each with its count."""
+        self._refused: list[str] = []
+        """The last set of URIs Blender refused to stream (said once)."""
         self._bus = InMemorySubscriptionBus()
         self._listen = ListenHandler(self._bus, max_subscriptions=MAX_LISTENS)
         self._session: Any = None
@@ -293,8 +298,7 @@ class StdioBridge:
         """Refused for a URI no Blender serves: one such URI would make Blender refuse the shared stream, and with
         it every other subscription's updates."""
         uri = str(params.uri)
-        if not _served(uri):
-            raise MCPError(INVALID_PARAMS, f"no resource {uri[:200]!r} to subscribe to (resources/list names them)")
+        self._check_followable([uri])
         self._session = ctx.session
         self._subscribed.add(uri)
         self._resubscribed.set()
@@ -308,6 +312,7 @@ class StdioBridge:
     async def listen(self, ctx: Any, params: types.SubscriptionsListenRequestParams) -> types.SubscriptionsListenResult:
         """A 2026-07-28 client's stream, served by the SDK's handler from the updates the relay hears from Blender."""
         uris = list(params.notifications.resource_subscriptions or ())
+        self._check_followable(uris)
         for uri in uris:
             self._listened[uri] = self._listened.get(uri, 0) + 1
         self._resubscribed.set()
@@ -319,6 +324,16 @@ class StdioBridge:
                 if not self._listened[uri]:
                     del self._listened[uri]
             self._resubscribed.set()
+
+    def _check_followable(self, uris: list[str]) -> None:
+        """Refused (-32602) unless Blender can follow them all in the relay's one stream: a URI no Blender serves,
+        or more at once than one stream may name, would make Blender refuse that stream and every subscription
+        with it."""
+        for uri in uris:
+            if not _served(uri):
+                raise MCPError(INVALID_PARAMS, f"no resource {uri[:200]!r} to follow (resources/list names them)")
+        if len(set(self._wanted()) | set(uris)) > MAX_FOLLOWED:
+            raise MCPError(INVALID_PARAMS, f"at most {MAX_FOLLOWED} resources are followed at once")
 
     def _wanted(self) -> list[str]:
         return sorted(self._subscribed | self._listened.keys())
@@ -354,7 +369,11 @@ class StdioBridge:
                         await self._updated(uri)
                 heard_from = endpoint.pid
                 await BridgeLink(endpoint).listen(uris, self._updated)
-            except (BlenderBridgeError, MCPError) as exc:
+            except MCPError as exc:  # Blender refused the stream itself: say so once for this set, not every retry
+                if uris != self._refused:
+                    log.warning("Blender refused the stream of resource updates: %s", exc)
+                    self._refused = uris
+            except BlenderBridgeError as exc:
                 log.info("no resource updates from Blender for now (%s); looking again shortly", exc)
             await anyio.sleep(UPDATES_RETRY)
             group.cancel_scope.cancel()

@@ -180,6 +180,8 @@ class McpProtocol:
             return act(task_id)
         except UnknownTask as exc:
             raise RpcError(INVALID_PARAMS, str(exc), {"taskId": task_id}) from None
+        except InvalidArguments as exc:  # not an id this bridge could have given: not echoed
+            raise RpcError(INVALID_PARAMS, str(exc)) from None
         except BridgeError as exc:  # Blender's main thread did not take it in time, or the bridge is stopping
             raise RpcError(INTERNAL_ERROR, str(exc), {"taskId": task_id}) from None
 

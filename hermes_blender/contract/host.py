@@ -273,10 +273,15 @@ def _process_owner_problem(process: psutil.Process) -> str | None:
 def _foreign_listeners(address: str, port: int, proc_net: Path = Path("/proc/net")) -> list[int]:
     """The uids, other than ours, of listening sockets that a connection to `address`:`port` could reach (Linux's
     socket tables; elsewhere psutil's view of the process's own sockets is all there is). "localhost" may reach
-    127.0.0.1 or ::1, and a wildcard socket answers for both, so a stranger on any of them is one too many."""
-    wanted = {ipaddress.ip_address(a) for a in (("127.0.0.1", "::1") if address == "localhost" else (address,))}
-    wanted |= {ipaddress.ip_address("0.0.0.0"), ipaddress.ip_address("::")}
-    wanted |= {ipaddress.IPv6Address(f"::ffff:{a}") for a in wanted if a.version == 4}
+    127.0.0.1 or ::1, and a wildcard socket answers for its family, so a stranger on any of them is one too many.
+    A dial to an address literal reaches only its own family's wildcard: another user's `[::]:port` beside a
+    Blender listening on 127.0.0.1:port is IPv6-only (the kernel refuses a dual-stack bind that overlaps a listening
+    IPv4 socket of another user), so it catches nothing of ours, and counting it let any user cut every new
+    connection off."""
+    dialled = [ipaddress.ip_address(a) for a in (("127.0.0.1", "::1") if address == "localhost" else (address,))]
+    wildcards = {4: ipaddress.ip_address("0.0.0.0"), 6: ipaddress.ip_address("::")}
+    wanted = {*dialled, *(wildcards[a.version] for a in dialled)}
+    wanted |= {ipaddress.IPv6Address(f"::ffff:{a}") for a in dialled if a.version == 4}
     mine, found = os.geteuid(), []
     for table in ("tcp", "tcp6"):
         try:

@@ -301,6 +301,13 @@ def test_the_limits_are_the_addons_own() -> None:
     assert declared == {k: v for k, v in time_limits.LONG_WORK.items() if k != "execute_blender_code"}
 
 
+def test_the_relay_follows_at_most_what_one_of_the_addons_streams_may_name() -> None:
+    from blender_addon.net import subscriptions
+    from hermes_blender import stdio_server
+
+    assert stdio_server.MAX_FOLLOWED == subscriptions.MAX_URIS
+
+
 @pytest.mark.parametrize("driver", ["threads", "main-loop"])
 def test_every_new_connection_is_dialled_only_after_the_process_is_checked_again(
     driver: str, monkeypatch: pytest.MonkeyPatch

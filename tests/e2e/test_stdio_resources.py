@@ -148,3 +148,36 @@ def test_a_subscription_to_a_resource_no_blender_serves_is_refused(tmp_path: Pat
 
     refused, _ = _session(tmp_path / "Blender" / "server.json", body)
     assert refused.code == -32602 and "no resource" in refused.message
+
+
+def test_a_listen_the_relay_could_not_follow_is_refused_and_the_others_keep_hearing(tmp_path: Path) -> None:
+    """A URI no Blender serves, or more than one stream may name, once made Blender refuse the relay's one stream."""
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def refused(client: Client, uris: list[str]) -> str:
+        try:
+            async with client.listen(resource_subscriptions=uris):
+                pass
+        except MCPError as exc:
+            return exc.error.message
+        raise AssertionError(f"listened to {len(uris)} URIs")
+
+    async def main() -> tuple[list[str], Any]:
+        async with Client(stdio_client(_server(runtime_file)), mode="2026-07-28") as client:  # type: ignore[arg-type]
+            with HeadlessBlender(runtime_file):
+                async with client.listen(resource_subscriptions=["blender://objects/Cube"]) as stream:
+                    words = [
+                        await refused(client, ["blender://objects/" + "a" * 2100]),
+                        await refused(client, [f"blender://objects/O{n}" for n in range(300)]),
+                    ]
+                    await anyio.sleep(1.5)
+                    code = "import bpy\nbpy.data.objects['Cube'].location.x += 1\nresult = {}"
+                    assert not (await client.call_tool("execute_blender_code", {"code": code})).is_error
+                    with anyio.fail_after(10):
+                        async for event in stream:
+                            return words, event
+        raise AssertionError("no update")
+
+    (words, event) = asyncio.run(main())
+    assert "no resource" in words[0] and "at most 256" in words[1]
+    assert event.uri == "blender://objects/Cube"

@@ -128,3 +128,10 @@ def test_a_client_that_does_not_declare_the_extension_is_told_it_must(blender: H
     error = answer.json()["error"]
     assert answer.status_code == 400 and error["code"] == -32021
     assert error["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+
+
+def test_an_id_longer_than_any_task_id_is_refused_without_being_echoed(blender: HeadlessBlender) -> None:
+    long_id = "x" * 5000
+    status, answer = _task(blender, "tasks/get", long_id)
+    assert status == 400 and answer["error"]["code"] == -32602 and "64" in answer["error"]["message"]
+    assert long_id not in json.dumps(answer)
