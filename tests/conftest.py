@@ -6,13 +6,13 @@ import atexit
 import os
 import shutil
 import tempfile
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
 import pytest
 
+import hermes_blender
 from tests.other_user import OtherUser, made_user
 
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
@@ -24,8 +24,9 @@ os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 PLUGIN_ROOT = REPO_ROOT / "hermes_plugin"
-VERSION = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["version"]
-"""The one version (tests/agent/test_version.py holds every other copy equal to it)."""
+VERSION = hermes_blender.__version__
+"""The one version, written in hermes_blender/__init__.py (pyproject.toml reads it there; tests/agent/test_version.py
+holds every other copy equal to it)."""
 
 
 @pytest.fixture(scope="session")

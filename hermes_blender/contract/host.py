@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import os
-import plistlib
 import re
 import stat
 import struct
@@ -17,9 +16,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import psutil
+if TYPE_CHECKING:
+    import psutil
 
 _POSIX_VAR = re.compile(r"\$(\w+)|\$\{(\w+)\}")
 _WINDOWS_VAR = re.compile(r"%([^%]+)%")
@@ -40,6 +40,8 @@ def _host_os() -> str:
 
 
 def _pid_alive(pid: int) -> bool:
+    import psutil  # psutil loads where a pid is looked at: a stdio server's `initialize` answer never needs it
+
     return psutil.pid_exists(pid)
 
 
@@ -58,6 +60,8 @@ def account_home() -> str | None:
 
 
 def _read_plist(path: Path) -> Mapping[str, Any]:
+    import plistlib  # macOS's app bundles only
+
     with path.open("rb") as handle:
         return plistlib.load(handle)
 
@@ -236,6 +240,8 @@ def serving_blender_problem(pid: int, address: str, port: int) -> str | None:
     root too: root can read every process, and another user who gets the dead Blender's pid and port must never
     receive the token or have its answers passed to the model.
     """
+    import psutil
+
     try:
         process = psutil.Process(pid)
         words = [process.name(), *(Path(arg).name for arg in process.cmdline())]
@@ -262,6 +268,8 @@ def serving_blender_problem(pid: int, address: str, port: int) -> str | None:
 def _process_owner_problem(process: psutil.Process) -> str | None:
     """None when the process runs as this process's OS user (real and effective ids alike)."""
     if sys.platform == "win32":
+        import psutil
+
         theirs, mine = process.username(), psutil.Process().username()
         return None if theirs == mine else f"runs as {theirs}, not as {mine}"
     uids, mine = process.uids(), os.geteuid()

@@ -1,7 +1,8 @@
-"""One version: pyproject's, held equal everywhere a user or Blender reads one."""
+"""One version: hermes_blender/__init__.py's, held equal everywhere a user, a packager or Blender reads one."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import subprocess
@@ -16,14 +17,16 @@ ADDON_VERSION = re.search(
 )
 
 
-def test_every_copy_of_the_version_equals_pyprojects() -> None:
+def test_every_copy_of_the_version_equals_the_packages() -> None:
     manifest = tomllib.loads((REPO_ROOT / "blender_addon" / "blender_manifest.toml").read_text())
     plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
     assert {
+        "installed metadata": importlib.metadata.version("hermes-blender"),
         "manifest": manifest["version"],
         "plugin.json": plugin["version"],
         "add-on": ADDON_VERSION and ADDON_VERSION[1],
     } == {
+        "installed metadata": VERSION,
         "manifest": VERSION,
         "plugin.json": VERSION,
         "add-on": VERSION,
