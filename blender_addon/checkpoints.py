@@ -35,6 +35,10 @@ KEPT_COUNT = 20
 KEPT_BYTES = 4 * 1024**3
 RESCUE_PREFIX = "rescue-"
 SUFFIX = ".blend"
+UNSAVED = "unsaved"
+"""Where a checkpoint of a never-saved session is copied to be loaded, so a save lands there, never over it."""
+UNTOUCHED = ".untouched.json"
+"""Beside such a copy: its stamp as written, so a copy the user never saved to is known for a duplicate."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +77,7 @@ class Checkpoints:
         folder = self.folder
         final = folder / f"{name}{SUFFIX}"
         partial = folder / f".{name}.{os.getpid()}.partial{SUFFIX}"
-        user_file = bpy.data.filepath
+        user_file = self._user_file()
         try:
             self._ready_folder()
             with self._copy():
@@ -141,13 +145,7 @@ class Checkpoints:
         over the checkpoint."""
         source = self.folder / f"{record.name}{SUFFIX}"
         if not record.file:
-            copies = self.folder / "unsaved"
-            copies.mkdir(exist_ok=True, mode=0o700)
-            owner_only_folder(copies)
-            copy = copies / f"{record.name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}{SUFFIX}"
-            with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
-                shutil.copyfileobj(reading, writing)
-            source = copy
+            source = self._unsaved_copy(source, record.name)
         try:
             with window():
                 result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)
@@ -158,7 +156,40 @@ class Checkpoints:
                 f"Blender could not load the checkpoint {record.name!r}: {_why(RuntimeError(*result))}",
                 state="checkpoint_not_loaded",
             )
+        self._drop_untouched_copies(open_file=bpy.data.filepath)
         return bool(record.file) and bpy.data.filepath == record.file
+
+    def _unsaved_copy(self, source: Path, name: str) -> Path:
+        """A new copy of `source` in `unsaved/`, with a note of the copy as written (`UNTOUCHED`)."""
+        copies = self.folder / UNSAVED
+        copies.mkdir(exist_ok=True, mode=0o700)
+        owner_only_folder(copies)
+        copy = copies / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}{SUFFIX}"
+        with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
+            shutil.copyfileobj(reading, writing)
+        _write_json(copy.with_name(copy.name + UNTOUCHED), _stamp(copy))
+        return copy
+
+    def _drop_untouched_copies(self, open_file: str) -> None:
+        """Delete the copies in `unsaved/` the user never saved to, but the open one: each restore of an unsaved
+        session's checkpoint makes one, and a copy nobody wrote to is a duplicate of that checkpoint (bounded with
+        the others). A copy the user saved is their work: it stays, and its note goes (it is never looked at again)."""
+        open_now = Path(open_file).resolve() if open_file else None
+        for note in (self.folder / UNSAVED).glob(f"*{UNTOUCHED}"):
+            copy = note.with_name(note.name.removesuffix(UNTOUCHED))
+            if copy.resolve() == open_now:
+                continue
+            with contextlib.suppress(OSError):
+                if _untouched(copy):
+                    copy.unlink()
+                note.unlink()
+
+    def _user_file(self) -> str:
+        """The open file's path; "" when it is a copy of ours the user never saved to (the session is unsaved)."""
+        path = Path(bpy.data.filepath)
+        if bpy.data.filepath and path.parent.resolve() == (self.folder / UNSAVED).resolve() and _untouched(path):
+            return ""
+        return bpy.data.filepath
 
     def _ready_folder(self) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -208,6 +239,20 @@ def _write_json(path: Path, record: dict[str, Any]) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as file:
         json.dump(record, file)
     os.replace(temporary, path)
+
+
+def _untouched(copy: Path) -> bool:
+    """True while `copy` is as the bridge wrote it (its note says how)."""
+    try:
+        return _stamp(copy) == json.loads(copy.with_name(copy.name + UNTOUCHED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def _stamp(path: Path) -> dict[str, int]:
+    """What changes when anyone writes the file: Blender saves to a new file and renames it over the old."""
+    info = path.stat()
+    return {"inode": info.st_ino, "size": info.st_size, "modified_ns": info.st_mtime_ns}
 
 
 def _why(exc: BaseException) -> str:

@@ -197,6 +197,35 @@ def test_a_checkpoint_restores_a_scene_whose_objects_were_all_deleted_and_keeps_
     assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
 
 
+def test_restores_in_a_never_saved_session_keep_one_copy_and_every_copy_the_user_saved(
+    bridge: Any, tmp_path: Path
+) -> None:
+    unsaved = tmp_path / "checkpoints" / "unsaved"
+
+    def copies() -> list[str]:
+        return sorted(path.name for path in unsaved.glob("*.blend"))
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await client.call_tool("save_checkpoint", {"name": "draft"})
+        after_each = []
+        for _ in range(3):
+            restored = await client.call_tool("restore_checkpoint", {"name": "draft"})
+            assert not restored.is_error, restored.text
+            after_each.append((copies(), _on_main(bridge, lambda: Path(bpy.data.filepath).name)))
+        rescues = [
+            entry["file"] for entry in (await client.call_tool("list_checkpoints", {})).structured["checkpoints"]
+        ]
+        saved_by_user = _on_main(bridge, lambda: (bpy.ops.wm.save_mainfile(), Path(bpy.data.filepath).name)[1])
+        await client.call_tool("restore_checkpoint", {"name": "draft"})
+        return after_each, rescues, saved_by_user, copies(), _on_main(bridge, lambda: Path(bpy.data.filepath).name)
+
+    after_each, rescues, saved_by_user, kept, open_now = _calls(bridge, "2026-07-28", script)
+    assert all(names == [open_file] for names, open_file in after_each)  # one copy: the open one
+    assert len({open_file for _, open_file in after_each}) == 3
+    assert rescues == [""] * len(rescues)  # an untouched copy is no file of the user's: the rescues say unsaved
+    assert kept == sorted([saved_by_user, open_now])  # the copy the user saved stays; the new one is open
+
+
 @pytest.mark.parametrize(
     ("name", "state"),
     [
