@@ -217,6 +217,8 @@ class Scene:
         """The oldest revision `since` can answer from."""
         self.on_record: Callable[[str, Summary], None] = lambda author, summary: None
         """Told each change kept in the journal, with its author (resource subscriptions hear of it so)."""
+        self.on_saved: Callable[[str], None] = lambda path: None
+        """Told the path of each save of the open file (not a checkpoint's copy): checkpoints hear of it so."""
         self._handlers = {
             "depsgraph_update_post": self._persistent(self._evaluated),
             "load_pre": self._persistent(self._loading),
@@ -283,6 +285,7 @@ class Scene:
     def _saved(self, *_args: Any) -> None:
         if not self._saving_copy:
             self._span.files.append({"event": "saved", "path": bpy.data.filepath})
+            self.on_saved(bpy.data.filepath)
 
     def _stepped(self, *_args: Any) -> None:
         if self._moving_history:

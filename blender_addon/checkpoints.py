@@ -21,10 +21,11 @@ from typing import Any
 
 import bpy
 
-from . import blend_header
+from . import blend_header, log
 from .agent_history import window
 from .errors import ToolError
 from .owner_files.permissions import owner_only_folder
+from .owner_files.runtime_file import pid_alive
 
 NAME = re.compile(r"(?!(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?$)[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}(?<![ .])", re.I)
 """A checkpoint name: letters, digits, space, `_`, `.`, `-`; no path separator, no control character, not a name
@@ -38,7 +39,7 @@ SUFFIX = ".blend"
 UNSAVED = "unsaved"
 """Where a checkpoint of a never-saved session is copied to be loaded, so a save lands there, never over it."""
 UNTOUCHED = ".untouched.json"
-"""Beside such a copy: its stamp as written, so a copy the user never saved to is known for a duplicate."""
+"""Beside such a copy while nobody saved to it: its stamp as written and the Blender that made it."""
 
 
 @dataclass(frozen=True)
@@ -156,39 +157,64 @@ class Checkpoints:
                 f"Blender could not load the checkpoint {record.name!r}: {_why(RuntimeError(*result))}",
                 state="checkpoint_not_loaded",
             )
-        self._drop_untouched_copies(open_file=bpy.data.filepath)
+        try:
+            self._drop_untouched_copies()
+        except Exception as exc:  # the checkpoint is loaded: a tidy-up that failed must not say the restore did
+            log.logger.warning("checkpoints: the unsaved copies were not tidied (%s)", _why(exc))
         return bool(record.file) and bpy.data.filepath == record.file
 
     def _unsaved_copy(self, source: Path, name: str) -> Path:
-        """A new copy of `source` in `unsaved/`, with a note of the copy as written (`UNTOUCHED`)."""
+        """A new copy of `source` in `unsaved/`, noted as written (`UNTOUCHED`)."""
         copies = self.folder / UNSAVED
-        copies.mkdir(exist_ok=True, mode=0o700)
-        owner_only_folder(copies)
-        copy = copies / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() % 10**6:06d}{SUFFIX}"
-        with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
-            shutil.copyfileobj(reading, writing)
-        _write_json(copy.with_name(copy.name + UNTOUCHED), _stamp(copy))
+        copy = copies / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() // 1000 % 10**6:06d}{SUFFIX}"
+        try:
+            copies.mkdir(exist_ok=True, mode=0o700)
+            owner_only_folder(copies)
+            with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
+                shutil.copyfileobj(reading, writing)
+            _write_json(_note_of(copy), {"pid": os.getpid(), "stamp": _stamp(copy)})
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                copy.unlink()
+            raise ToolError(
+                f"the checkpoint {name!r} could not be copied into {copies} to be loaded: {_why(exc)}. The scene is "
+                "untouched",
+                state="checkpoint_not_loaded",
+            ) from None
         return copy
 
-    def _drop_untouched_copies(self, open_file: str) -> None:
-        """Delete the copies in `unsaved/` the user never saved to, but the open one: each restore of an unsaved
-        session's checkpoint makes one, and a copy nobody wrote to is a duplicate of that checkpoint (bounded with
-        the others). A copy the user saved is their work: it stays, and its note goes (it is never looked at again)."""
-        open_now = Path(open_file).resolve() if open_file else None
-        for note in (self.folder / UNSAVED).glob(f"*{UNTOUCHED}"):
+    def saved(self, path: str) -> None:
+        """The user saved the open file: when it is a copy of ours, it is their work from now on (its note goes).
+        The stamp says the same for a save this Blender did not see; this says it however coarse the disk's clock."""
+        with contextlib.suppress(OSError, RuntimeError):
+            if path and Path(path).parent.resolve() == (self.folder / UNSAVED).resolve():
+                _note_of(Path(path)).unlink(missing_ok=True)
+
+    def _drop_untouched_copies(self) -> None:
+        """Delete the copies in `unsaved/` nobody saved to, but the open one and those another running Blender made
+        (the folder is every Blender's of this version): each restore of an unsaved session's checkpoint makes one,
+        and untouched it only repeats its checkpoint, which the folder's bound keeps or drops. A copy the user saved
+        is their work: it stays, and its note goes."""
+        open_now = Path(bpy.data.filepath).resolve() if bpy.data.filepath else None
+        for note in (self.folder / UNSAVED).glob(f"?*{SUFFIX}{UNTOUCHED}"):
             copy = note.with_name(note.name.removesuffix(UNTOUCHED))
-            if copy.resolve() == open_now:
-                continue
-            with contextlib.suppress(OSError):
-                if _untouched(copy):
+            with contextlib.suppress(OSError, RuntimeError):  # RuntimeError: a symlink loop (Python before 3.13)
+                if copy.resolve() == open_now:
+                    continue
+                written = _read_note(copy)
+                maker = written["pid"] if written else None
+                if maker != os.getpid() and isinstance(maker, int) and pid_alive(maker):
+                    continue  # another Blender's: open there, perhaps
+                if written and written["stamp"] == _stamp(copy):
                     copy.unlink()
                 note.unlink()
 
     def _user_file(self) -> str:
-        """The open file's path; "" when it is a copy of ours the user never saved to (the session is unsaved)."""
+        """The open file's path; "" when it is a copy of ours nobody saved to (the session is unsaved)."""
         path = Path(bpy.data.filepath)
-        if bpy.data.filepath and path.parent.resolve() == (self.folder / UNSAVED).resolve() and _untouched(path):
-            return ""
+        with contextlib.suppress(OSError, RuntimeError):
+            if bpy.data.filepath and path.parent.resolve() == (self.folder / UNSAVED).resolve() and _untouched(path):
+                return ""
         return bpy.data.filepath
 
     def _ready_folder(self) -> Path:
@@ -241,16 +267,28 @@ def _write_json(path: Path, record: dict[str, Any]) -> None:
     os.replace(temporary, path)
 
 
-def _untouched(copy: Path) -> bool:
-    """True while `copy` is as the bridge wrote it (its note says how)."""
+def _note_of(copy: Path) -> Path:
+    return copy.with_name(copy.name + UNTOUCHED)
+
+
+def _read_note(copy: Path) -> dict[str, Any] | None:
+    """The note beside `copy` ({"pid", "stamp"}), or None when there is none or it is not one of ours."""
     try:
-        return _stamp(copy) == json.loads(copy.with_name(copy.name + UNTOUCHED).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
+        note = json.loads(_note_of(copy).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    return note if isinstance(note, dict) and isinstance(note.get("stamp"), dict) else None
+
+
+def _untouched(copy: Path) -> bool:
+    """True while `copy` is as the bridge wrote it."""
+    written = _read_note(copy)
+    return written is not None and written["stamp"] == _stamp(copy)
 
 
 def _stamp(path: Path) -> dict[str, int]:
-    """What changes when anyone writes the file: Blender saves to a new file and renames it over the old."""
+    """The file as written: Blender saves by writing a new file and renaming it over the old one, so a save gives
+    it a new inode and time (its size may well stay the same)."""
     info = path.stat()
     return {"inode": info.st_ino, "size": info.st_size, "modified_ns": info.st_mtime_ns}
 

@@ -86,6 +86,7 @@ class Execution:
             bpy.app.timers.register(self._edits_timer, first_interval=COALESCE, persistent=True)
         self.history = AgentHistory(self.changes, gui=gui)
         self.checkpoints = Checkpoints(checkpoint_folder, self.changes.copying)
+        self.changes.on_saved = self.checkpoints.saved
 
     def close(self) -> None:
         """The bridge stops: its tasks' next steps will never run, so each working task ends as failed; Blender's

@@ -1167,6 +1167,14 @@ INITIALIZE = {
 }
 
 
+def compiled(*folders: Path) -> None:
+    """Write the bytecode caches every start after a user's first finds (Python writes them on the first import,
+    Blender too for add-ons), so a start is measured without compiling sources: a shell may set
+    PYTHONDONTWRITEBYTECODE (this machine's does), and then each start would compile every module it imports."""
+    for folder in folders:
+        compileall.compile_dir(folder, quiet=1)
+
+
 def cold_start(command: list[str]) -> float:
     """Seconds from starting a stdio server to its `initialize` answer (stdin then closed: it ends)."""
     began = time.perf_counter()
@@ -1185,10 +1193,10 @@ def cold_start(command: list[str]) -> float:
 def cold_starts(runs: int) -> dict[str, dict[str, float]]:
     """`hermes-blender mcp` and the minimal SDK server, each started as `python ...`, alternated run by run.
 
-    Both start from bytecode caches, as on any start after a user's first (compiled here: a shell may set
-    PYTHONDONTWRITEBYTECODE). Start-up is CPU work that noise only lengthens, so the low tail (p10, the best run)
-    is reported beside the median: on shared cores the median alone moves by 10% between two runs."""
-    compileall.compile_dir(ROOT / "hermes_blender", quiet=1)
+    Both start from bytecode caches (`compiled`). Start-up is CPU work that noise only lengthens, so the low tail
+    (p10, the best run) is reported beside the median: on shared cores the median alone moves by 10% between two
+    runs."""
+    compiled(ROOT / "hermes_blender")
     ours = [sys.executable, "-m", "hermes_blender.cli", "mcp"]
     floor = [sys.executable, str(ROOT / "scripts" / "minimal_stdio_server.py")]
     samples: dict[str, list[float]] = {"hermes-blender mcp": [], "minimal SDK server": []}

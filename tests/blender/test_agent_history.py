@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
+import logging
 import os
 import stat
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -224,6 +228,78 @@ def test_restores_in_a_never_saved_session_keep_one_copy_and_every_copy_the_user
     assert len({open_file for _, open_file in after_each}) == 3
     assert rescues == [""] * len(rescues)  # an untouched copy is no file of the user's: the rescues say unsaved
     assert kept == sorted([saved_by_user, open_now])  # the copy the user saved stays; the new one is open
+
+
+def test_a_restore_keeps_another_blenders_copies_and_is_not_failed_by_stray_notes(bridge: Any, tmp_path: Path) -> None:
+    checkpoints = importlib_module(bridge, "checkpoints")
+    unsaved = tmp_path / "checkpoints" / "unsaved"
+    unsaved.mkdir(parents=True, mode=0o700)
+    other_blender = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    try:
+        for name, pid in (("other", other_blender.pid), ("ended", int(ended.stdout))):
+            copy = unsaved / f"{name}.blend"
+            copy.write_bytes(b"a copy " + name.encode())
+            note = {"pid": pid, "stamp": checkpoints._stamp(copy)}
+            (unsaved / f"{name}.blend.untouched.json").write_text(json.dumps(note))
+        (unsaved / ".untouched.json").write_text("{}")
+        (unsaved / "broken.blend").write_bytes(b"someone's")
+        (unsaved / "broken.blend.untouched.json").write_text("{")
+
+        async def script(client: SdkClient) -> Any:
+            await client.call_tool("save_checkpoint", {"name": "draft"})
+            return await client.call_tool("restore_checkpoint", {"name": "draft"})
+
+        said = logging.Handler()
+        warnings: list[logging.LogRecord] = []
+        said.emit = warnings.append  # type: ignore[method-assign]
+        importlib_module(bridge, "log").logger.addHandler(said)
+        try:
+            restored = _calls(bridge, "2026-07-28", script)
+        finally:
+            importlib_module(bridge, "log").logger.removeHandler(said)
+    finally:
+        other_blender.kill()
+        other_blender.wait()
+    assert not restored.is_error, restored.text
+    assert not [record.getMessage() for record in warnings if "tidied" in record.getMessage()]
+    left = sorted(path.name for path in unsaved.glob("*.blend"))
+    assert "other.blend" in left  # a running Blender's copy: maybe open there
+    assert "ended.blend" not in left  # its Blender has ended and nobody saved to it
+    assert "broken.blend" in left  # no note of ours: nothing says it is a duplicate
+
+
+def test_a_restore_whose_tidying_fails_still_answers_the_restore(bridge: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    checkpoints = importlib_module(bridge, "checkpoints")
+
+    def fails(self: Any) -> None:
+        raise RuntimeError("the tidy-up broke")
+
+    monkeypatch.setattr(checkpoints.Checkpoints, "_drop_untouched_copies", fails)
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("save_checkpoint", {"name": "draft"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects.remove(bpy.data.objects['Cube'])"})
+        return await client.call_tool("restore_checkpoint", {"name": "draft"})
+
+    restored = _calls(bridge, "2026-07-28", script)
+    assert not restored.is_error, restored.text
+    assert restored.structured["changes"]["added"] == ["Cube"]
+
+
+def test_a_save_of_the_open_copy_makes_it_the_users_at_once(bridge: Any, tmp_path: Path) -> None:
+    """However coarse the disk's clock, the save Blender reports is enough: the copy's note goes then."""
+
+    async def script(client: SdkClient) -> Path:
+        await client.call_tool("save_checkpoint", {"name": "draft"})
+        await client.call_tool("restore_checkpoint", {"name": "draft"})
+        return Path(_on_main(bridge, lambda: bpy.data.filepath))
+
+    copy = _calls(bridge, "2026-07-28", script)
+    note = copy.with_name(copy.name + ".untouched.json")
+    assert note.is_file()
+    bpy.ops.wm.save_mainfile()
+    assert not note.exists()
 
 
 @pytest.mark.parametrize(
