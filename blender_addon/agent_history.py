@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import bpy
 
-from .changes import Scene, Summary, inverse, merge
+from .changes import BOOKKEEPING, Scene, Summary, inverse, merge
 from .errors import ToolError
 
 UNDO_PREFIX = "Hermes: "
@@ -35,6 +35,9 @@ class Step:
     title: str
     at: float
     summary: Summary
+    made_in: str = "OBJECT"
+    """Blender's mode when the call began: in another (Edit Mode, Sculpt, ...) Blender's step for it is that mode's,
+    which takes back the edited data only, not the rest of what the call changed."""
 
     def brief(self) -> dict[str, object]:
         return {
@@ -61,6 +64,7 @@ class AgentHistory:
         self._foreign = changes.foreign_steps
         """The file loads this history has seen: one more means a file was opened since, and it ended."""
         self._numbers = 0
+        self._mode_before = "OBJECT"
         self._undone_at = 0
         """The scene revision after the agent's last undo: a user edit after it forbids the redo."""
         self.ended: str | None = None
@@ -70,6 +74,7 @@ class AgentHistory:
         """Before a job that may change the scene: a history a file load ended starts over, and a background
         Blender's gets its base step."""
         self.follow_loads()
+        self._mode_before = bpy.context.mode
         if not self._based:
             _push(BASE_STEP)
             self._based = True
@@ -107,7 +112,7 @@ class AgentHistory:
         """A job changed the scene: one named step in Blender's history; whatever was taken back is gone."""
         _push(UNDO_PREFIX + title)
         self._numbers += 1
-        step = Step(self._numbers, tool, title, time.time(), summary)
+        step = Step(self._numbers, tool, title, time.time(), summary, self._mode_before)
         self.done.append(step)
         del self.done[:-KEPT_STEPS]
         self.undone.clear()
@@ -115,32 +120,50 @@ class AgentHistory:
         return step
 
     def _user_edits_after(self, revision: int) -> list[str]:
-        """What the user did after `revision` that is a step of Blender's history, oldest first."""
+        """What the user did after `revision` that is a step of Blender's history, oldest first; when the record no
+        longer reaches back that far, a line saying so (what it dropped may have been theirs)."""
         entries = self._changes.entries_after(revision, "user")
+        if entries is None:
+            return [
+                f"changes the bridge no longer lists (it keeps the last {self._changes.journal_size}), which may "
+                "include theirs"
+            ]
         return [entry.summary["said"] for entry in entries if _undoable(entry.summary)]
 
     def undo(self, steps: int) -> Summary:
         """Take back the agent's last `steps` steps: the summary of what that changed."""
         self.follow_loads()
         self._check_count(steps, self.done, "take back")
-        in_way = self._user_edits_after(self.done[-1].summary["revision"]["after"])
+        taken = self.done[-steps:]
+        in_way = self._user_edits_after(taken[0].summary["revision"]["after"])  # after the oldest taken back
         if in_way:
             raise ToolError(
-                "the person at Blender edited the scene after the agent's last step, so undoing it would undo "
-                "their work first: " + "; ".join(in_way) + ". Nothing was undone. Save a checkpoint "
-                "(save_checkpoint) and ask them, or restore one (list_checkpoints)",
+                "the person at Blender edited the scene after the agent's step, so undoing it would undo their "
+                "work first: " + "; ".join(in_way) + ". Nothing was undone. Save a checkpoint (save_checkpoint) "
+                "and ask them, or restore one (list_checkpoints)",
                 state="user_edited_since",
                 user_edits=in_way,
             )
-        taken = self.done[-steps:]
+        if odd := [step for step in taken if step.made_in != "OBJECT"]:
+            raise ToolError(
+                f"the agent's step {odd[0].number} ({odd[0].summary['said']}) was made while Blender was in "
+                f"{odd[0].made_in.replace('_', ' ').title()} mode, where Blender's undo takes back only the data "
+                "being edited, not the rest of what the call changed. Nothing was undone. Restore a checkpoint "
+                "(list_checkpoints), or change it back with code",
+                state="step_not_undoable",
+                step=odd[0].number,
+                mode=odd[0].made_in,
+            )
         moved = self._move(steps, bpy.ops.ed.undo)
         taken = taken[len(taken) - moved :]
         del self.done[len(self.done) - moved :]
         self.undone.extend(reversed(taken))
+        told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken) if moved else None
+        if told is not None:
+            self._undone_at = told["revision"]["after"]  # a redo is refused for a user edit after this, and only then
         if moved < steps:
-            self._exhausted(moved, steps, "taken back", [inverse(step.summary) for step in reversed(taken)], taken)
-        told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken)
-        self._undone_at = told["revision"]["after"]
+            self._exhausted(moved, steps, "taken back", told)
+        assert told is not None
         return told
 
     def redo(self, steps: int) -> Summary:
@@ -160,9 +183,11 @@ class AgentHistory:
         brought = brought[:moved]
         del self.undone[len(self.undone) - moved :]
         self.done.extend(brought)
+        told = self._told([step.summary for step in brought], "redone", brought) if moved else None
         if moved < steps:
-            self._exhausted(moved, steps, "brought back", [step.summary for step in brought], brought)
-        return self._told([step.summary for step in brought], "redone", brought)
+            self._exhausted(moved, steps, "brought back", told)
+        assert told is not None
+        return told
 
     def _check_count(self, steps: int, steps_held: list[Step], verb: str) -> None:
         if steps < 1:
@@ -196,9 +221,8 @@ class AgentHistory:
             self._changes.replaced()
         return moved
 
-    def _exhausted(self, moved: int, steps: int, verb: str, summaries: list[Summary], which: list[Step]) -> None:
-        """Blender held fewer steps than asked: what did move is told, and the history follows it."""
-        done = self._told(summaries, verb, which) if which else None
+    def _exhausted(self, moved: int, steps: int, verb: str, done: Summary | None) -> None:
+        """Blender held fewer steps than asked: what did move is told (`done`), and the history follows it."""
         raise ToolError(
             f"Blender's history held only {moved} of the {steps} steps (it keeps "
             f"{bpy.context.preferences.edit.undo_steps}: Preferences > System > Undo Steps); {moved} were {verb}",
@@ -215,8 +239,11 @@ class AgentHistory:
 
 
 def _undoable(summary: Summary) -> bool:
-    """A user edit that is a step of Blender's history: anything but moving the frame (which pushes none)."""
-    return any(key not in ("revision", "changed", "said", "frame_changed") for key in summary)
+    """A user edit that is a step of Blender's history: anything but moving the frame or saving the file (neither
+    pushes one)."""
+    if any(event.get("event") != "saved" for event in summary.get("file", ())):
+        return True
+    return any(key not in (*BOOKKEEPING, "frame_changed", "file") for key in summary)
 
 
 def _push(message: str) -> None:

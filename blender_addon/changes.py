@@ -391,10 +391,14 @@ class Scene:
     def _record(self, author: str, summary: Summary) -> None:
         if not summary["changed"]:
             return
-        entry = Entry(author, time.time(), summary)
-        self.journal.append(entry)
-        if len(self.journal) > self.journal_size:
-            self.known_from = self.journal.pop(0).summary["revision"]["after"]
+        last = self.journal[-1] if self.journal else None
+        if last is not None and last.author == author and _frame_only(summary) and _frame_only(last.summary):
+            # playback or scrubbing is one change however many frames it passes: the record keeps the rest
+            self.journal[-1] = Entry(author, time.time(), merge([last.summary, summary]))
+        else:
+            self.journal.append(Entry(author, time.time(), summary))
+            if len(self.journal) > self.journal_size:
+                self.known_from = self.journal.pop(0).summary["revision"]["after"]
         self.on_record(author, summary)
 
     def since(self, revision: int) -> Summary | None:
@@ -404,9 +408,12 @@ class Scene:
             return None
         return merge([entry.summary for entry in self.journal if entry.summary["revision"]["after"] > revision])
 
-    def entries_after(self, revision: int, author: str) -> list[Entry]:
-        """The journal's entries of `author` after `revision`, the open span closed first."""
+    def entries_after(self, revision: int, author: str) -> list[Entry] | None:
+        """The journal's entries of `author` after `revision`, the open span closed first; None when the journal no
+        longer reaches back that far."""
         self.settle()
+        if revision < self.known_from:
+            return None
         return [e for e in self.journal if e.author == author and e.summary["revision"]["after"] > revision]
 
     @property
@@ -556,6 +563,14 @@ def _fit(summary: Summary) -> Summary:
         summary.update(kept)
         summary.update(cut)
     return summary
+
+
+BOOKKEEPING = ("revision", "changed", "said")
+"""The keys every summary has: what changed is in the others."""
+
+
+def _frame_only(summary: Summary) -> bool:
+    return "frame_changed" in summary and all(key in (*BOOKKEEPING, "frame_changed") for key in summary)
 
 
 def merge(summaries: list[Summary]) -> Summary:

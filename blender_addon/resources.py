@@ -124,15 +124,20 @@ OBJECT_LISTS = ("added", "removed", "transformed", "data_changed", "shading_chan
 def touched(summary: dict[str, Any], wanted: frozenset[str]) -> set[str]:
     """The URIs among `wanted` whose reading a recorded change may have changed: every change touches the scene,
     the file (its unsaved flag) and the agent's history (which the user's edits can block); the selection when
-    it or the active object moved; an object when the summary names it (renames under both names)."""
+    it or the active object moved; an object when the summary names it (renames under both names). A file loaded
+    or Blender's history moved (an undo, the user's Ctrl+Z) replaced every datablock, and a change of collection
+    membership names collections only: then every object and the selection may read differently."""
     uris = {SCENE.uri, FILE.uri, HISTORY.uri}
-    if "selection" in summary or "active_object" in summary:
+    replaced = any(event.get("event") != "saved" for event in summary.get("file", ()))
+    if replaced or "selection" in summary or "active_object" in summary:
         uris.add(SELECTION.uri)
     spellings: dict[str, list[str]] = {}  # a name, and each way a listener wrote its URI (`%28` or `(`)
     for uri in wanted:
         if uri.startswith(OBJECT.prefix):
             spellings.setdefault(unquote(uri[len(OBJECT.prefix) :]), []).append(uri)
-    if spellings:
+    if replaced or "collections_changed" in summary:
+        uris.update(uri for found in spellings.values() for uri in found)
+    elif spellings:
         named = {name for key in OBJECT_LISTS for name in summary.get(key, ())}
         named.update(side for pair in summary.get("renamed", ()) for side in (pair["from"], pair["to"]))
         uris.update(uri for name in named & spellings.keys() for uri in spellings[name])

@@ -94,15 +94,21 @@ class FrameTasks:
         now = time.time() if now is None else now
         finished = sorted((t for t in self._tasks.values() if t.finished_at() is not None), key=lambda t: t.updated)
         for position, task in enumerate(finished):
-            if now - task.updated > TTL or position < len(finished) - KEPT:
+            if _expired(task, now) or position < len(finished) - KEPT:
                 del self._tasks[task.task_id]
 
     def __len__(self) -> int:
         return len(self._tasks)
 
     def ids(self) -> list[str]:
-        """The tasks kept, working or finished; safe off the main thread (the dict is copied in one C call)."""
-        return list(self._tasks.copy())
+        """The tasks kept, working or finished, but those past their time to live (which a read would no longer
+        find); safe off the main thread (the dict is copied in one C call, and nothing is dropped here)."""
+        now = time.time()
+        return [task_id for task_id, task in self._tasks.copy().items() if not _expired(task, now)]
+
+
+def _expired(task: FramesTask, now: float) -> bool:
+    return task.finished_at() is not None and now - task.updated > TTL
 
 
 def _unheard(fraction: float | None = None, message: str | None = None) -> None:
@@ -221,6 +227,7 @@ def get(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
 
 
 def cancel(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    job.tasks.forget_old()
     task = job.tasks.task(arguments["task_id"])
     task.cancel()
     return task.snapshot()

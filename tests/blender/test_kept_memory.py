@@ -67,6 +67,17 @@ def test_a_finished_task_is_forgotten_once_its_time_to_live_has_passed_and_a_wor
     assert not _known(tasks, finished) and _known(tasks, working)
 
 
+def test_a_task_past_its_time_to_live_is_no_longer_listed_nor_cancelled_as_finished(
+    tasks: Tasks, tmp_path: Path
+) -> None:
+    finished = _finished(tasks, tmp_path)
+    tasks.job.tasks.task(finished).updated -= tasks.module.TTL + 1
+    assert finished not in tasks.job.tasks.ids()  # what resources/list offers: a read would not find it
+    with pytest.raises(tasks.module.ToolError) as refused:
+        tasks.module.cancel({"task_id": finished}, tasks.job)
+    assert refused.value.state != "task_finished"  # gone, as a read says, not "already finished"
+
+
 @pytest.fixture
 def scene_index(addon: ModuleType, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
     """The module with an empty memory of its own for this test (the add-on's is put back after)."""

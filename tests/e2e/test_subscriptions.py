@@ -90,3 +90,26 @@ def test_a_name_is_heard_however_its_uri_was_percent_encoded(blender: HeadlessBl
     with listening(blender.runtime_file, spellings) as listener:
         _run(blender.runtime_file, "import bpy\nbpy.data.objects['Cube (1)'].location.y += 1\nresult = {}")
         assert all(listener.wait_for(uri, 1.0) for uri in spellings), listener.messages
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "c = bpy.data.collections.new('Moved')\nbpy.context.scene.collection.children.link(c)\n"
+        "o = bpy.data.objects['Light']\nc.objects.link(o)\nbpy.data.collections['Collection'].objects.unlink(o)",
+        "bpy.data.objects['Light'].location.x += 1\nbpy.ops.ed.undo()",
+        "bpy.ops.wm.revert_mainfile()",
+    ],
+    ids=["collection-move", "code-runs-undo", "revert"],
+)
+def test_an_objects_listener_hears_a_change_that_names_no_object(
+    blender: HeadlessBlender, tmp_path: Path, code: str
+) -> None:
+    """A collection move names collections, an undo or a file load names nothing by object: each may change how
+    every object reads (its collections, its place), so each watched object is told."""
+    saved = tmp_path / "here.blend"
+    _run(blender.runtime_file, f"import bpy\nbpy.ops.wm.save_as_mainfile(filepath={str(saved)!r})\nresult = {{}}")
+    _run(blender.runtime_file, "import bpy\nbpy.data.objects['Light'].location.x += 2\nresult = {}")
+    with listening(blender.runtime_file, [LIGHT]) as listener:
+        _run(blender.runtime_file, f"import bpy\n{code}\nresult = {{}}")
+        assert listener.wait_for(LIGHT, 1.5), listener.messages

@@ -1,0 +1,193 @@
+"""The agent's undo and redo never take back the person's work: a bridge in GUI mode in this Blender (its timer
+pump played by the test), the person's edits made on the main thread between the agent's calls, each followed by
+the undo step Blender's interface pushes for it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import bpy
+import pytest
+
+from hermes_blender.contract.liveness import RuntimeFileSpec
+from tests.sdk_client import SdkClient
+
+from .conftest import tick_while
+
+pytestmark = pytest.mark.timeout(300)
+
+
+@pytest.fixture(autouse=True)
+def _pytest_is_this_blender(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bridge runs in this pytest process (bpy), which the client's pid check rightly says is no Blender."""
+    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
+
+
+@pytest.fixture
+def bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Iterator[Any]:
+    started = runtime.start(
+        service.BridgeConfig(
+            runtime_file=tmp_path / "server.json",
+            lab_port=None,
+            checkpoint_folder=tmp_path / "checkpoints",
+            mode=service.Mode.GUI,
+        )
+    )
+    bpy.ops.ed.undo_push(message="Original")  # what the interface's history starts with
+    yield started
+
+
+def _calls(script: Callable[[SdkClient], Any], bridge: Any) -> Any:
+    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="2026-07-28")  # type: ignore[arg-type]
+    return tick_while(lambda: asyncio.run(script(client)))
+
+
+def _person(bridge: Any, edit: Callable[[], object], step: str | None = "Move") -> Any:
+    """An edit by the person at Blender, on the main thread between the agent's calls, with its undo step."""
+
+    def act() -> object:
+        done = edit()
+        if step is not None:
+            bpy.ops.ed.undo_push(message=step)
+        return done
+
+    return bridge.dispatcher.call(act, 30.0)
+
+
+def _code(client: SdkClient, code: str) -> Any:
+    return client.call_tool("execute_blender_code", {"code": code})
+
+
+def _x(bridge: Any) -> dict[str, float]:
+    return bridge.dispatcher.call(lambda: {o.name: round(o.location.x, 3) for o in bpy.data.objects}, 30.0)
+
+
+def _move_camera() -> None:
+    bpy.data.objects["Camera"].location.x = 42.0
+
+
+def test_undoing_two_steps_over_an_edit_between_them_is_refused_and_changes_nothing(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, _move_camera)
+        await _code(client, "bpy.data.objects['Light'].location.x = 9")
+        both = await client.call_tool("undo_agent_steps", {"steps": 2})
+        after_both = _x(bridge)
+        last = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return both, after_both, last, _x(bridge)
+
+    both, after_both, last, after_last = _calls(script, bridge)
+    assert both.is_error and "user_edited_since" in both.text
+    assert (after_both["Cube"], after_both["Camera"], after_both["Light"]) == (3.0, 42.0, 9.0)
+    assert not last.is_error, last.text  # the step after the person's edit is still the agent's to take back
+    assert after_last["Camera"] == 42.0 and after_last["Light"] != 9.0 and after_last["Cube"] == 3.0
+
+
+def test_an_edit_the_record_no_longer_lists_still_refuses_the_undo(bridge: Any) -> None:
+    bridge.execution.changes.journal_size = 3
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, _move_camera)
+        for x in (4, 5, 6):
+            await _code(client, f"bpy.data.objects['Light'].location.x = {x}")
+        return await client.call_tool("undo_agent_steps", {"steps": 4}), _x(bridge)
+
+    undone, after = _calls(script, bridge)
+    assert undone.is_error and "user_edited_since" in undone.text and "no longer lists" in undone.text
+    assert (after["Camera"], after["Light"]) == (42.0, 6.0)
+
+
+def test_playing_through_frames_is_one_change_and_keeps_the_persons_edit_in_view(bridge: Any) -> None:
+    bridge.execution.changes.journal_size = 8
+    changes = bridge.execution.changes
+
+    def play() -> None:
+        for frame in range(2, 300):
+            bpy.context.scene.frame_set(frame)
+            changes.settle()  # what the interface's timer does four times a second while someone listens
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        step = await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, _move_camera)
+        kept = bridge.dispatcher.call(lambda: (changes.settle(), len(changes.journal))[1], 30.0)
+        _person(bridge, play, step=None)  # changing frames pushes no undo step
+        since = await client.call_tool(
+            "get_scene_changes", {"since_revision": step.structured["changes"]["revision"]["after"]}
+        )
+        return kept, len(changes.journal), since, await client.call_tool("undo_agent_steps", {"steps": 1})
+
+    kept, after_playing, since, undone = _calls(script, bridge)
+    assert after_playing == kept + 1
+    assert not since.is_error, since.text
+    assert since.structured["changes"]["frame_changed"]["to"] == 299
+    assert since.structured["changes"]["transformed"] == ["Camera"]
+    assert undone.is_error and "user_edited_since" in undone.text
+
+
+def test_a_save_by_the_person_does_not_stand_in_the_way_of_the_undo(bridge: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "theirs.blend")
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, lambda: bpy.ops.wm.save_mainfile(filepath=path), step=None)  # a save pushes no step
+        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
+
+    undone, after = _calls(script, bridge)
+    assert not undone.is_error, undone.text
+    assert after["Cube"] != 3.0
+
+
+def test_after_blenders_history_ran_out_a_redo_is_not_refused_for_an_older_edit(bridge: Any) -> None:
+    preferences = bpy.context.preferences.edit
+    kept_steps = preferences.undo_steps
+    preferences.undo_steps = 4
+    try:
+
+        async def script(client: SdkClient) -> tuple[Any, ...]:
+            _person(bridge, _move_camera)
+            for x in range(1, 7):
+                await _code(client, f"bpy.data.objects['Cube'].location.x = {x}")
+            undone = await client.call_tool("undo_agent_steps", {"steps": 6})
+            return undone, await client.call_tool("redo_agent_steps", {"steps": 1}), _x(bridge)
+
+        undone, redone, after = _calls(script, bridge)
+    finally:
+        preferences.undo_steps = kept_steps
+    assert undone.is_error and "history_exhausted" in undone.text
+    assert not redone.is_error, redone.text
+    assert after["Camera"] == 42.0
+
+
+def test_a_step_made_in_edit_mode_is_refused_with_why_and_nothing_moves(bridge: Any) -> None:
+    def edit_the_cube() -> None:
+        bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
+        bpy.ops.object.mode_set(mode="EDIT")
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        _person(bridge, edit_the_cube, step="Toggle Edit Mode")
+        await client.call_tool("get_agent_history", {})  # the person's mode change is closed into the record
+        await _code(client, "bpy.data.objects['Light'].location.x = 9")
+        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
+
+    undone, after = _calls(script, bridge)
+    assert undone.is_error and "step_not_undoable" in undone.text and "Edit Mesh mode" in undone.text
+    assert after["Light"] == 9.0
+
+
+def test_edit_mode_the_agent_entered_itself_is_taken_back(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(
+            client,
+            "bpy.context.view_layer.objects.active = bpy.data.objects['Cube']\nbpy.ops.object.mode_set(mode='EDIT')",
+        )
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return undone, bridge.dispatcher.call(lambda: bpy.context.mode, 30.0)
+
+    undone, mode = _calls(script, bridge)
+    assert not undone.is_error, undone.text
+    assert mode == "OBJECT"
