@@ -36,8 +36,9 @@ class Step:
     at: float
     summary: Summary
     made_in: str = "OBJECT"
-    """Blender's mode when the call began: in another (Edit Mode, Sculpt, ...) Blender's step for it is that mode's,
-    which takes back the edited data only, not the rest of what the call changed."""
+    """Blender's mode when the call began (`bpy.context.mode`): in an edit mode Blender's step for it is that mode's,
+    which takes back the edited data only, not the rest of what the call changed (checked here: a light moved in
+    Edit Mode stays moved; in Sculpt, the paint modes and Pose mode it goes back)."""
 
     def brief(self) -> dict[str, object]:
         return {
@@ -144,7 +145,7 @@ class AgentHistory:
                 state="user_edited_since",
                 user_edits=in_way,
             )
-        if odd := [step for step in taken if step.made_in != "OBJECT"]:
+        if odd := [step for step in taken if step.made_in.startswith("EDIT")]:
             raise ToolError(
                 f"the agent's step {odd[0].number} ({odd[0].summary['said']}) was made while Blender was in "
                 f"{odd[0].made_in.replace('_', ' ').title()} mode, where Blender's undo takes back only the data "

@@ -179,6 +179,22 @@ def test_a_step_made_in_edit_mode_is_refused_with_why_and_nothing_moves(bridge: 
     assert after["Light"] == 9.0
 
 
+def test_a_step_made_in_sculpt_mode_is_taken_back_as_any_other(bridge: Any) -> None:
+    def sculpt_the_cube() -> None:
+        bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
+        bpy.ops.object.mode_set(mode="SCULPT")
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        _person(bridge, sculpt_the_cube, step="Sculpt Mode")
+        await client.call_tool("get_agent_history", {})
+        await _code(client, "bpy.data.objects['Light'].location.x = 9")
+        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
+
+    undone, after = _calls(script, bridge)
+    assert not undone.is_error, undone.text
+    assert after["Light"] != 9.0
+
+
 def test_edit_mode_the_agent_entered_itself_is_taken_back(bridge: Any) -> None:
     async def script(client: SdkClient) -> tuple[Any, ...]:
         await _code(
