@@ -13,6 +13,7 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import NoReturn
 
 import bpy
 
@@ -159,12 +160,12 @@ class AgentHistory:
         taken = taken[len(taken) - moved :]
         del self.done[len(self.done) - moved :]
         self.undone.extend(reversed(taken))
-        told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken) if moved else None
-        if told is not None:
-            self._undone_at = told["revision"]["after"]  # a redo is refused for a user edit after this, and only then
+        if not moved:
+            self._exhausted(moved, steps, "taken back", None)  # nothing moved: `_undone_at` stays as it was
+        told = self._told([inverse(step.summary) for step in reversed(taken)], "undone", taken)
+        self._undone_at = told["revision"]["after"]  # a redo is refused for a user edit after this
         if moved < steps:
             self._exhausted(moved, steps, "taken back", told)
-        assert told is not None
         return told
 
     def redo(self, steps: int) -> Summary:
@@ -184,10 +185,11 @@ class AgentHistory:
         brought = brought[:moved]
         del self.undone[len(self.undone) - moved :]
         self.done.extend(brought)
-        told = self._told([step.summary for step in brought], "redone", brought) if moved else None
+        if not moved:
+            self._exhausted(moved, steps, "brought back", None)
+        told = self._told([step.summary for step in brought], "redone", brought)
         if moved < steps:
             self._exhausted(moved, steps, "brought back", told)
-        assert told is not None
         return told
 
     def _check_count(self, steps: int, steps_held: list[Step], verb: str) -> None:
@@ -222,7 +224,7 @@ class AgentHistory:
             self._changes.replaced()
         return moved
 
-    def _exhausted(self, moved: int, steps: int, verb: str, done: Summary | None) -> None:
+    def _exhausted(self, moved: int, steps: int, verb: str, done: Summary | None) -> NoReturn:
         """Blender held fewer steps than asked: what did move is told (`done`), and the history follows it."""
         raise ToolError(
             f"Blender's history held only {moved} of the {steps} steps (it keeps "
