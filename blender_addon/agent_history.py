@@ -22,6 +22,10 @@ from .errors import ToolError
 
 UNDO_PREFIX = "Hermes: "
 BASE_STEP = UNDO_PREFIX + "before the agent's changes"
+OWN_UNDO = ("EDIT", "PARTICLE")
+"""The modes (`bpy.context.mode` prefixes) whose undo steps take back only what they edit: a light moved by a call
+that began or ended in Edit Mode or particle editing stays moved when the step is undone (measured); in Sculpt, the
+paint modes, Grease Pencil drawing and Pose mode Blender's step takes the whole call back."""
 KEPT_STEPS = 64
 """Agent steps kept for the panel and for undo; Blender keeps its own count (Preferences > Undo Steps, 32 by
 default), and a step it dropped cannot be taken back: `undo` says so."""
@@ -37,9 +41,9 @@ class Step:
     at: float
     summary: Summary
     made_in: str = "OBJECT"
-    """Blender's mode when the call began (`bpy.context.mode`): in an edit mode Blender's step for it is that mode's,
-    which takes back the edited data only, not the rest of what the call changed (checked here: a light moved in
-    Edit Mode stays moved; in Sculpt, the paint modes and Pose mode it goes back)."""
+    """Blender's mode (`bpy.context.mode`) when the call began or, if it was not one with an undo of its own, when it
+    pushed its step: in such a mode Blender's step is that mode's, which takes back the edited data only, not the
+    rest of what the call changed (`OWN_UNDO`)."""
 
     def brief(self) -> dict[str, object]:
         return {
@@ -76,7 +80,7 @@ class AgentHistory:
         """Before a job that may change the scene: a history a file load ended starts over, and a background
         Blender's gets its base step."""
         self.follow_loads()
-        self._mode_before = bpy.context.mode
+        self._mode_before = _mode()
         if not self._based:
             _push(BASE_STEP)
             self._based = True
@@ -112,9 +116,10 @@ class AgentHistory:
 
     def record(self, tool: str, title: str, summary: Summary) -> Step:
         """A job changed the scene: one named step in Blender's history; whatever was taken back is gone."""
+        made_in = self._mode_before if self._mode_before.startswith(OWN_UNDO) else _mode()
         _push(UNDO_PREFIX + title)
         self._numbers += 1
-        step = Step(self._numbers, tool, title, time.time(), summary, self._mode_before)
+        step = Step(self._numbers, tool, title, time.time(), summary, made_in)
         self.done.append(step)
         del self.done[:-KEPT_STEPS]
         self.undone.clear()
@@ -146,7 +151,7 @@ class AgentHistory:
                 state="user_edited_since",
                 user_edits=in_way,
             )
-        if odd := [step for step in taken if step.made_in.startswith("EDIT")]:
+        if odd := [step for step in taken if step.made_in.startswith(OWN_UNDO)]:
             raise ToolError(
                 f"the agent's step {odd[0].number} ({odd[0].summary['said']}) was made while Blender was in "
                 f"{odd[0].made_in.replace('_', ' ').title()} mode, where Blender's undo takes back only the data "
@@ -242,11 +247,18 @@ class AgentHistory:
 
 
 def _undoable(summary: Summary) -> bool:
-    """A user edit that is a step of Blender's history: anything but moving the frame or saving the file (neither
-    pushes one)."""
+    """A user edit that may be a step of Blender's history: anything but saving the file (which pushes none). A frame
+    change counts: scrubbing, the arrow keys and jumping to a key each push a "Frame Change" step (playback pushes
+    none, and is refused all the same: the record cannot tell them apart)."""
     if any(event.get("event") != "saved" for event in summary.get("file", ())):
         return True
-    return any(key not in (*BOOKKEEPING, "frame_changed", "file") for key in summary)
+    return any(key not in (*BOOKKEEPING, "file") for key in summary)
+
+
+def _mode() -> str:
+    """Blender's mode, read with the window as context (a GUI timer has none)."""
+    with window():
+        return bpy.context.mode
 
 
 def _push(message: str) -> None:

@@ -426,8 +426,9 @@ class Scene:
         """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
         comparing names (every datablock was replaced, so uids say nothing)."""
         before = self._moment
-        if not span.empty():
-            scene_index.changed()
+        scene = bpy.context.scene
+        if not span.empty() or (scene is not None and scene.frame_current != before.frame):
+            scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
         after = self._moment = Moment.now()
         lists: dict[str, list[Any]] = {key: [] for key in LISTS}
         if whole is not None:

@@ -195,15 +195,53 @@ def test_a_step_made_in_sculpt_mode_is_taken_back_as_any_other(bridge: Any) -> N
     assert after["Light"] != 9.0
 
 
-def test_edit_mode_the_agent_entered_itself_is_taken_back(bridge: Any) -> None:
+@pytest.mark.parametrize("mode", ["EDIT", "PARTICLE_EDIT"])
+def test_a_step_whose_code_enters_an_edit_mode_is_refused_and_nothing_moves(bridge: Any, mode: str) -> None:
     async def script(client: SdkClient) -> tuple[Any, ...]:
+        if mode == "PARTICLE_EDIT":
+            await _code(client, "bpy.data.objects['Cube'].modifiers.new('hair', 'PARTICLE_SYSTEM')")
         await _code(
             client,
-            "bpy.context.view_layer.objects.active = bpy.data.objects['Cube']\nbpy.ops.object.mode_set(mode='EDIT')",
+            "bpy.data.objects['Light'].location.x = 9\n"
+            "bpy.context.view_layer.objects.active = bpy.data.objects['Cube']\n"
+            f"bpy.ops.object.mode_set(mode={mode!r})",
         )
-        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
-        return undone, bridge.dispatcher.call(lambda: bpy.context.mode, 30.0)
+        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
 
-    undone, mode = _calls(script, bridge)
-    assert not undone.is_error, undone.text
-    assert mode == "OBJECT"
+    undone, after = _calls(script, bridge)
+    assert undone.is_error and "step_not_undoable" in undone.text
+    assert after["Light"] == 9.0
+
+
+def test_a_frame_the_person_moved_to_refuses_the_undo(bridge: Any) -> None:
+    """Scrubbing, the arrow keys and jumping to a key push a "Frame Change" step: Blender would undo it first."""
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, lambda: bpy.context.scene.frame_set(40), step="Frame Change")
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return undone, _x(bridge), bridge.dispatcher.call(lambda: bpy.context.scene.frame_current, 30.0)
+
+    undone, after, frame = _calls(script, bridge)
+    assert undone.is_error and "user_edited_since" in undone.text and "frame 1 -> 40" in undone.text
+    assert (after["Cube"], frame) == (3.0, 40)
+
+
+def test_frames_played_after_a_step_are_told_since_its_revision(bridge: Any) -> None:
+    changes = bridge.execution.changes
+
+    def play() -> None:
+        for frame in range(2, 21):
+            bpy.context.scene.frame_set(frame)
+            changes.settle()
+
+    async def script(client: SdkClient) -> Any:
+        step = await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, play, step=None)
+        return await client.call_tool(
+            "get_scene_changes", {"since_revision": step.structured["changes"]["revision"]["after"]}
+        )
+
+    since = _calls(script, bridge)
+    assert not since.is_error, since.text
+    assert since.structured["changes"]["frame_changed"] == {"from": 1, "to": 20}
