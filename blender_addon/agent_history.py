@@ -21,6 +21,9 @@ from .changes import BOOKKEEPING, Scene, Summary, inverse, merge
 from .errors import ToolError
 
 UNDO_PREFIX = "Hermes: "
+MOVES = ("agent:undone", "agent:redone")
+"""The authors of the agent's own undo and redo in the change record: Blender's history moved, every datablock
+was replaced (what the summary names is what the agent's steps had named, not all that reads differently now)."""
 BASE_STEP = UNDO_PREFIX + "before the agent's changes"
 OWN_UNDO = ("EDIT", "PARTICLE")
 """The modes (`bpy.context.mode` prefixes) whose undo steps take back only what they edit: a light moved by a call
@@ -242,7 +245,7 @@ class AgentHistory:
     def _told(self, summaries: list[Summary], word: str, steps: list[Step]) -> Summary:
         told = merge(summaries)
         told["steps"] = [step.number for step in steps]
-        self._changes.note(f"agent:{word}", told)
+        self._changes.note(f"agent:{word}", told)  # one of MOVES
         return told
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import bpy
 
 from . import dispatch, log, resources, tasks_extension
-from .agent_history import AgentHistory
+from .agent_history import MOVES, AgentHistory
 from .changes import Scene
 from .checkpoints import Checkpoints
 from .errors import (
@@ -99,7 +99,7 @@ class Execution:
     def _announce(self, author: str, summary: dict[str, Any]) -> None:
         """A change was recorded: the resources it touched are updated for whoever listens."""
         if self._updates.listening():
-            self._updates.publish(resources.touched(summary, self._updates.wanted()))
+            self._updates.publish(resources.touched(summary, self._updates.wanted(), history_moved=author in MOVES))
 
     def _look_for_user_edits(self) -> float:
         """GUI timer: while someone listens, the user's edits so far are closed into the record (and so announced)

@@ -121,14 +121,15 @@ def listed(task_ids: list[str]) -> list[dict[str, Any]]:
 OBJECT_LISTS = ("added", "removed", "transformed", "data_changed", "shading_changed", "visibility_changed")
 
 
-def touched(summary: dict[str, Any], wanted: frozenset[str]) -> set[str]:
+def touched(summary: dict[str, Any], wanted: frozenset[str], *, history_moved: bool = False) -> set[str]:
     """The URIs among `wanted` whose reading a recorded change may have changed: every change touches the scene,
     the file (its unsaved flag) and the agent's history (which the user's edits can block); the selection when
     it or the active object moved; an object when the summary names it (renames under both names). A file loaded
     or Blender's history moved (an undo, the user's Ctrl+Z) replaced every datablock, and a change of collection
-    membership names collections only: then every object and the selection may read differently."""
+    membership names collections only: then every object and the selection may read differently; so too after the
+    agent's own undo or redo (`history_moved`), whose summary names what its steps named."""
     uris = {SCENE.uri, FILE.uri, HISTORY.uri}
-    replaced = any(event.get("event") != "saved" for event in summary.get("file", ()))
+    replaced = history_moved or any(event.get("event") != "saved" for event in summary.get("file", ()))
     if replaced or "selection" in summary or "active_object" in summary:
         uris.add(SELECTION.uri)
     spellings: dict[str, list[str]] = {}  # a name, and each way a listener wrote its URI (`%28` or `(`)

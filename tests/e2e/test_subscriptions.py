@@ -113,3 +113,16 @@ def test_an_objects_listener_hears_a_change_that_names_no_object(
     with listening(blender.runtime_file, [LIGHT]) as listener:
         _run(blender.runtime_file, f"import bpy\n{code}\nresult = {{}}")
         assert listener.wait_for(LIGHT, 1.5), listener.messages
+
+
+def test_a_selection_listener_hears_the_agents_undo_of_a_selection(blender: HeadlessBlender) -> None:
+    selection = "blender://selection"
+    _run(
+        blender.runtime_file,
+        "import bpy\nfor o in bpy.data.objects: o.select_set(o.name == 'Light')\nresult = {}",
+    )
+    with listening(blender.runtime_file, [selection]) as listener:
+        client = BridgeClient(RuntimeFileSpec(path=str(blender.runtime_file)))
+        undone = asyncio.run(client.call_tool("undo_agent_steps", {"steps": 1}))
+        assert not undone.is_error, undone.text
+        assert listener.wait_for(selection, 1.5), listener.messages
