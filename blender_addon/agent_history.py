@@ -10,6 +10,7 @@ person at the GUI made edits after the agent's step, undoing would undo theirs f
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +30,12 @@ OWN_UNDO = ("EDIT", "PARTICLE")
 """The modes (`bpy.context.mode` prefixes) whose undo steps take back only what they edit: a light moved by a call
 that began or ended in Edit Mode or particle editing stays moved when the step is undone (measured); in Sculpt, the
 paint modes, Grease Pencil drawing and Pose mode Blender's step takes the whole call back."""
+MARK = "hermes_bridge_step"
+"""A property of the scene naming the agent's step its data is at, written just before each step is pushed:
+Blender's undo shows by it whether what it took back was that step. A person's edit that Blender keeps a step of
+but tells no handler (a timeline marker, the frame range) is otherwise invisible, and undo would take it back in
+the agent's place. It is saved with the file, like the rest of what the agent's steps changed (the add-on
+registers it, so the interface lists it only with Developer Extras on)."""
 KEPT_STEPS = 64
 """Agent steps kept for the panel and for undo; Blender keeps its own count (Preferences > Undo Steps, 32 by
 default), and a step it dropped cannot be taken back: `undo` says so."""
@@ -73,6 +80,8 @@ class AgentHistory:
         self._foreign = changes.foreign_steps
         """The file loads this history has seen: one more means a file was opened since, and it ended."""
         self._numbers = 0
+        self._session = secrets.token_hex(4)
+        """In each mark, so a mark saved in a file by another session never passes for one of this session's."""
         self._mode_before = "OBJECT"
         self._undone_at = 0
         """The scene revision after the agent's last undo: a user edit after it forbids the redo."""
@@ -120,8 +129,9 @@ class AgentHistory:
     def record(self, tool: str, title: str, summary: Summary) -> Step:
         """A job changed the scene: one named step in Blender's history; whatever was taken back is gone."""
         made_in = self._mode_before if self._mode_before.startswith(OWN_UNDO) else _mode()
-        _push(UNDO_PREFIX + title)
         self._numbers += 1
+        _set_mark(self._mark(self._numbers))
+        _push(UNDO_PREFIX + title)
         step = Step(self._numbers, tool, title, time.time(), summary, made_in)
         self.done.append(step)
         del self.done[:-KEPT_STEPS]
@@ -164,7 +174,7 @@ class AgentHistory:
                 step=odd[0].number,
                 mode=odd[0].made_in,
             )
-        moved = self._move(steps, bpy.ops.ed.undo)
+        moved = self._move(list(reversed(taken)), back=True)
         taken = taken[len(taken) - moved :]
         del self.done[len(self.done) - moved :]
         self.undone.extend(reversed(taken))
@@ -189,7 +199,7 @@ class AgentHistory:
                 user_edits=in_way,
             )
         brought = list(reversed(self.undone[-steps:]))
-        moved = self._move(steps, bpy.ops.ed.redo)
+        moved = self._move(brought, back=False)
         brought = brought[:moved]
         del self.undone[len(self.undone) - moved :]
         self.done.extend(brought)
@@ -213,24 +223,42 @@ class AgentHistory:
                 steps_available=held,
             )
 
-    def _move(self, steps: int, operator: Callable[[], set[str]]) -> int:
-        """Move Blender's history up to `steps` steps: how many it moved (fewer when it no longer holds them)."""
+    def _mark(self, number: int) -> str:
+        return f"{self._session}:{number}"
+
+    def _move(self, steps: list[Step], *, back: bool) -> int:
+        """Move Blender's history once per step (`back`: undo, newest first; else redo): how many it moved (fewer
+        when Blender no longer holds them). Each move is checked by the scene's mark: when Blender's undo took back
+        something that was not the step (the person's edit no handler told), every move is put back and the call
+        refused, with nothing changed."""
         moved = 0
         self._changes.moving_history(True)
         try:
-            while moved < steps:
-                try:
-                    with window():
-                        result = operator()
-                except RuntimeError:  # Blender's poll: no step left to move to
+            for step in steps:
+                if back and _mark_now() != self._mark(step.number):
+                    self._unseen_edit(moved, back)
+                if not _once(bpy.ops.ed.undo if back else bpy.ops.ed.redo):
                     break
-                if "FINISHED" not in result:
-                    break
+                if (_mark_now() == self._mark(step.number)) == back:  # Blender moved something else
+                    _once(bpy.ops.ed.redo if back else bpy.ops.ed.undo)
+                    self._unseen_edit(moved, back)
                 moved += 1
         finally:
             self._changes.moving_history(False)
             self._changes.replaced()
         return moved
+
+    def _unseen_edit(self, moved: int, back: bool) -> NoReturn:
+        for _ in range(moved):
+            _once(bpy.ops.ed.redo if back else bpy.ops.ed.undo)
+        raise ToolError(
+            "Blender's history holds a step after the agent's that the bridge was never told of (the person's edit: "
+            "a timeline marker, the frame range, ...), so moving it would move theirs. Nothing was "
+            + ("undone" if back else "redone")
+            + ". Save a checkpoint (save_checkpoint) and ask them, or restore one (list_checkpoints)",
+            state="user_edited_since",
+            user_edits=["an edit Blender keeps a step of but told no handler"],
+        )
 
     def _exhausted(self, moved: int, steps: int, verb: str, done: Summary | None) -> NoReturn:
         """Blender held fewer steps than asked: what did move is told (`done`), and the history follows it."""
@@ -262,6 +290,26 @@ def _mode() -> str:
     """Blender's mode, read with the window as context (a GUI timer has none)."""
     with window():
         return bpy.context.mode
+
+
+def _once(operator: Callable[[], set[str]]) -> bool:
+    """One move of Blender's history: False when there was none to make (its poll, or not finished)."""
+    try:
+        with window():
+            return "FINISHED" in operator()
+    except RuntimeError:  # Blender's poll: no step left to move to
+        return False
+
+
+def _mark_now() -> object:
+    with window():
+        return bpy.context.scene.get(MARK) if bpy.context.scene is not None else None
+
+
+def _set_mark(mark: str) -> None:
+    with window():
+        if bpy.context.scene is not None:
+            bpy.context.scene[MARK] = mark
 
 
 def _push(message: str) -> None:

@@ -245,3 +245,49 @@ def test_frames_played_after_a_step_are_told_since_its_revision(bridge: Any) -> 
     since = _calls(script, bridge)
     assert not since.is_error, since.text
     assert since.structured["changes"]["frame_changed"] == {"from": 1, "to": 20}
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda: bpy.context.scene.timeline_markers.new("theirs", frame=10),
+        lambda: setattr(bpy.context.scene, "frame_end", 77),
+    ],
+    ids=["a-timeline-marker", "the-frame-range"],
+)
+def test_an_edit_no_handler_reports_still_refuses_the_undo_and_both_stay(
+    bridge: Any, edit: Callable[[], object]
+) -> None:
+    """Blender keeps a step of these edits but tells no handler: its undo shows, by the scene's mark, that it took
+    back something other than the agent's step, which is then put back."""
+
+    def theirs() -> tuple[int, int]:
+        return len(bpy.context.scene.timeline_markers), bpy.context.scene.frame_end
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        before = bridge.dispatcher.call(theirs, 30.0)
+        _person(bridge, edit, step="Their Edit")
+        after_edit = bridge.dispatcher.call(theirs, 30.0)
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return before, after_edit, undone, _x(bridge), bridge.dispatcher.call(theirs, 30.0)
+
+    before, after_edit, undone, after, kept = _calls(script, bridge)
+    assert after_edit != before
+    assert undone.is_error and "user_edited_since" in undone.text
+    assert after["Cube"] == 3.0 and kept == after_edit
+
+
+def test_undoing_over_an_unreported_edit_between_two_steps_puts_back_all_it_moved(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, lambda: bpy.context.scene.timeline_markers.new("theirs", frame=10), step="Add Marker")
+        await _code(client, "bpy.data.objects['Light'].location.x = 9")
+        undone = await client.call_tool("undo_agent_steps", {"steps": 2})
+        markers = bridge.dispatcher.call(lambda: len(bpy.context.scene.timeline_markers), 30.0)
+        return undone, _x(bridge), markers, await client.call_tool("undo_agent_steps", {"steps": 1})
+
+    undone, after, markers, last = _calls(script, bridge)
+    assert undone.is_error and "user_edited_since" in undone.text and "Nothing was undone" in undone.text
+    assert (after["Cube"], after["Light"], markers) == (3.0, 9.0, 1)
+    assert not last.is_error, last.text  # the newest step is still the agent's to take back
