@@ -163,34 +163,30 @@ def test_after_blenders_history_ran_out_a_redo_is_not_refused_for_an_older_edit(
     assert after["Camera"] == 42.0
 
 
-def test_a_step_made_in_edit_mode_is_refused_with_why_and_nothing_moves(bridge: Any) -> None:
-    def edit_the_cube() -> None:
+def _light_moved_while_the_person_is_in(bridge: Any, mode: str) -> tuple[Any, dict[str, float]]:
+    """The person puts the Cube in `mode`, the agent moves the Light, then undoes that: the answer and the scene."""
+
+    def enter() -> None:
         bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
-        bpy.ops.object.mode_set(mode="EDIT")
+        bpy.ops.object.mode_set(mode=mode)
 
     async def script(client: SdkClient) -> tuple[Any, ...]:
-        _person(bridge, edit_the_cube, step="Toggle Edit Mode")
+        _person(bridge, enter, step=f"{mode.title()} Mode")
         await client.call_tool("get_agent_history", {})  # the person's mode change is closed into the record
         await _code(client, "bpy.data.objects['Light'].location.x = 9")
         return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
 
-    undone, after = _calls(script, bridge)
+    return _calls(script, bridge)
+
+
+def test_a_step_made_in_edit_mode_is_refused_with_why_and_nothing_moves(bridge: Any) -> None:
+    undone, after = _light_moved_while_the_person_is_in(bridge, "EDIT")
     assert undone.is_error and "step_not_undoable" in undone.text and "Edit Mesh mode" in undone.text
     assert after["Light"] == 9.0
 
 
 def test_a_step_made_in_sculpt_mode_is_taken_back_as_any_other(bridge: Any) -> None:
-    def sculpt_the_cube() -> None:
-        bpy.context.view_layer.objects.active = bpy.data.objects["Cube"]
-        bpy.ops.object.mode_set(mode="SCULPT")
-
-    async def script(client: SdkClient) -> tuple[Any, ...]:
-        _person(bridge, sculpt_the_cube, step="Sculpt Mode")
-        await client.call_tool("get_agent_history", {})
-        await _code(client, "bpy.data.objects['Light'].location.x = 9")
-        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
-
-    undone, after = _calls(script, bridge)
+    undone, after = _light_moved_while_the_person_is_in(bridge, "SCULPT")
     assert not undone.is_error, undone.text
     assert after["Light"] != 9.0
 
