@@ -29,16 +29,13 @@ def _classes() -> tuple[type, ...]:
     )
 
 
-MARK_WHAT = "The agent's last step in this scene (Hermes Bridge): how its undo knows it takes back its own step"
-
-
 def register() -> None:
     """All or nothing: a step that fails undoes the ones before it, so a retry starts clean."""
     global _cli_handle
     import bpy
 
     from . import cli, operators
-    from .agent_history import MARK
+    from .agent_history import MARK, MARK_DESCRIPTION
 
     undo: list[Callable[[], object]] = []
     try:
@@ -46,7 +43,7 @@ def register() -> None:
             bpy.utils.register_class(cls)
             undo.append(partial(bpy.utils.unregister_class, cls))
         # the agent's undo mark, registered so the interface shows it only with Developer Extras on
-        setattr(bpy.types.Scene, MARK, bpy.props.StringProperty(options={"HIDDEN"}, description=MARK_WHAT))
+        setattr(bpy.types.Scene, MARK, bpy.props.StringProperty(options={"HIDDEN"}, description=MARK_DESCRIPTION))
         undo.append(partial(delattr, bpy.types.Scene, MARK))
         _cli_handle = bpy.utils.register_cli_command(cli.COMMAND, cli.run)
         undo.append(partial(bpy.utils.unregister_cli_command, _cli_handle))
@@ -65,6 +62,7 @@ def unregister() -> None:
     import bpy
 
     from . import operators
+    from .agent_history import MARK
     from .runtime import RUNTIME
     from .tools import scene_index
 
@@ -75,8 +73,6 @@ def unregister() -> None:
     if _cli_handle is not None:
         bpy.utils.unregister_cli_command(_cli_handle)
         _cli_handle = None
-    from .agent_history import MARK
-
     if hasattr(bpy.types.Scene, MARK):
         delattr(bpy.types.Scene, MARK)
     for cls in reversed(_classes()):

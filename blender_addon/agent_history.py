@@ -36,6 +36,7 @@ Blender's undo shows by it whether what it took back was that step. A person's e
 but tells no handler (a timeline marker, the frame range) is otherwise invisible, and undo would take it back in
 the agent's place. It is saved with the file, like the rest of what the agent's steps changed (the add-on
 registers it, so the interface lists it only with Developer Extras on)."""
+MARK_DESCRIPTION = "The agent's last step in this scene (Hermes Bridge): how its undo knows it takes back its own step"
 KEPT_STEPS = 64
 """Agent steps kept for the panel and for undo; Blender keeps its own count (Preferences > Undo Steps, 32 by
 default), and a step it dropped cannot be taken back: `undo` says so."""

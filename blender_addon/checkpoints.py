@@ -187,7 +187,7 @@ class Checkpoints:
         """The user saved the open file: when it is a copy of ours, it is their work from now on (its note goes).
         The stamp says the same for a save this Blender did not see; this says it however coarse the disk's clock."""
         with contextlib.suppress(OSError, RuntimeError):
-            if path and Path(path).parent.resolve() == (self.folder / UNSAVED).resolve():
+            if self._is_copy(path):
                 _note_of(Path(path)).unlink(missing_ok=True)
 
     def _drop_untouched_copies(self) -> None:
@@ -211,11 +211,14 @@ class Checkpoints:
 
     def _user_file(self) -> str:
         """The open file's path; "" when it is a copy of ours nobody saved to (the session is unsaved)."""
-        path = Path(bpy.data.filepath)
         with contextlib.suppress(OSError, RuntimeError):
-            if bpy.data.filepath and path.parent.resolve() == (self.folder / UNSAVED).resolve() and _untouched(path):
+            if self._is_copy(bpy.data.filepath) and _untouched(Path(bpy.data.filepath)):
                 return ""
         return bpy.data.filepath
+
+    def _is_copy(self, path: str) -> bool:
+        """Whether `path` is in `unsaved/` (resolved: OSError or, before Python 3.13, RuntimeError on a loop)."""
+        return bool(path) and Path(path).parent.resolve() == (self.folder / UNSAVED).resolve()
 
     def _ready_folder(self) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)

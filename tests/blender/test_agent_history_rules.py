@@ -287,3 +287,9 @@ def test_undoing_over_an_unreported_edit_between_two_steps_puts_back_all_it_move
     assert undone.is_error and "user_edited_since" in undone.text and "Nothing was undone" in undone.text
     assert (after["Cube"], after["Light"], markers) == (3.0, 9.0, 1)
     assert not last.is_error, last.text  # the newest step is still the agent's to take back
+
+
+def test_the_undo_mark_is_a_registered_hidden_scene_property(bridge: Any) -> None:
+    """Blender's Custom Properties panel lists a registered property only with Developer Extras on."""
+    prop = bpy.types.Scene.bl_rna.properties["hermes_bridge_step"]
+    assert prop.is_runtime and prop.is_hidden
