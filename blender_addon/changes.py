@@ -5,7 +5,8 @@ updated (an object moved, its data edited, its shading changed, or touched with 
 `id_type_updated` tells which kinds of datablock were tagged since the last one, including datablocks no scene
 uses. So a summary costs what changed: the objects the depsgraph names are looked at one by one, and the whole
 object list is read again (in C, `foreach_get` and `keys()`) only when membership may have changed (a collection
-or the scene re-evaluated for its contents, or objects tagged that no update names). Blender's own evaluation of
+or the scene re-evaluated for its contents, or objects tagged that no update names), and so are the collections'
+members, to name only those whose members moved. Blender's own evaluation of
 the depsgraph and its undo step cost the whole scene in a background Blender; docs/performance.md has both.
 
 Everything here runs on Blender's main thread: handlers, and the jobs that `begin` and `end` spans.
@@ -89,6 +90,46 @@ class Objects:
         objects.foreach_get("hide_render", unrendered)
         names = object_names()
         return cls(dict(zip(uids, zip(names, map(bool, hidden), map(bool, unrendered), strict=True), strict=True)))
+
+
+def _uids(datablocks: Any) -> bytes:
+    """The session uids of a collection of datablocks, in its order, read in C."""
+    uids = array.array("I", bytes(4 * len(datablocks)))
+    datablocks.foreach_get("session_uid", uids)
+    return uids.tobytes()
+
+
+@dataclass
+class Members:
+    """Each collection's members at one moment (its objects and child collections by session uid, in link order),
+    the scenes' own top collections included: Blender re-evaluates every collection when anything in the view
+    layer is added, removed or hidden, so only a comparison says whose members changed."""
+
+    by_uid: dict[int, tuple[str, bytes, bytes]]
+
+    @classmethod
+    def read(cls) -> Members:
+        collections = [*bpy.data.collections, *(scene.collection for scene in bpy.data.scenes)]
+        return cls({c.session_uid: (name_of(c), _uids(c.objects), _uids(c.children)) for c in collections})
+
+    def changed_in(self, now: Members) -> list[str]:
+        """The collections of `now` whose members differ from these (a new one when it has any), by name."""
+        names = []
+        for uid, (name, objects, children) in now.by_uid.items():
+            old = self.by_uid.get(uid)
+            if old is None:
+                moved = bool(objects or children)
+            else:  # the bytes differ when only the order moved (unlinked, linked again): sets decide then
+                moved = (old[1], old[2]) != (objects, children) and (
+                    _as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children)
+                )
+            if moved:
+                names.append(name)
+        return sorted(names)
+
+
+def _as_set(uids: bytes) -> set[int]:
+    return set(array.array("I", uids))
 
 
 def object_names() -> list[str]:
@@ -196,6 +237,7 @@ class Scene:
         self._between = between
         """Whose the changes between jobs are: the user's in the GUI; a background Blender has no user."""
         self._objects = Objects({})
+        self._members = Members({})
         self._counts: dict[str, int] = {}
         self._moment = Moment(0, 0, "", None, "")
         self._selected: tuple[str, ...] | None = None
@@ -259,6 +301,7 @@ class Scene:
         _evaluate()  # tags pending now are no one's change
         self._span = Touched()
         self._objects = Objects.read()
+        self._members = Members.read()
         self._counts = counts()
         self._moment = Moment.now()
         self._selected = _selected()
@@ -437,10 +480,12 @@ class Scene:
         moved = self._recount(span) if whole is None else {}
         if whole is None:
             self._objects_changed(span, lists, joined_or_left="objects" in moved)
+            if span.structure or "COLLECTION" in span.kinds:
+                members = Members.read()
+                lists["collections_changed"].extend(self._members.changed_in(members))
+                self._members = members
         for kind, names in sorted(span.others.items()):
-            if kind == "collections" and span.structure:
-                lists["collections_changed"].extend(sorted(names))
-            elif kind not in ("collections", "scenes", "objects"):
+            if kind not in ("collections", "scenes", "objects"):
                 lists["datablocks_changed"].extend(f"{kind}/{name}" for name in sorted(names))
         summary = Summary(revision={"before": before.revision, "after": after.revision})
         for key in LISTS:

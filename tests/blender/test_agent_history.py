@@ -564,3 +564,57 @@ def test_a_restore_while_a_render_task_works_is_refused_and_nothing_changes(brid
     assert not started.is_error, started.text
     assert refused.is_error and "render_task_running" in refused.text
     assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["mid-render"]  # no rescue was written
+
+
+MEMBERSHIP_NOISE = {
+    "a material removed": ("bpy.data.materials.remove(bpy.data.materials['Material'])", "data_changed"),
+    "an object hidden": ("bpy.data.objects['Cube'].hide_viewport = True", "visibility_changed"),
+    "an orphan mesh made and removed": ("bpy.data.meshes.remove(bpy.data.meshes.new('Orphan'))", None),
+    "an object unlinked and linked again": (
+        "c = bpy.data.collections['Collection']\no = bpy.data.objects['Cube']\nc.objects.unlink(o)\nc.objects.link(o)",
+        None,
+    ),
+}
+
+
+@pytest.mark.parametrize(("code", "told_as"), MEMBERSHIP_NOISE.values(), ids=MEMBERSHIP_NOISE.keys())
+def test_a_change_that_moves_no_object_between_collections_names_no_collection(
+    bridge: Any, code: str, told_as: str | None
+) -> None:
+    """Blender re-evaluates every collection for these; no collection's members changed, so none is told (and a
+    call whose only trace was that re-evaluation changed nothing)."""
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code})
+
+    told = _calls(bridge, "2026-07-28", script).structured.get("changes", {})
+    assert "collections_changed" not in told, told
+    if told_as is None:
+        assert not told
+    else:
+        assert told_as in told and "members" not in told["said"], told
+
+
+def test_objects_moved_between_collections_name_exactly_the_collections_whose_members_changed(bridge: Any) -> None:
+    setup = (
+        "for name in ('Props', 'Lights', 'Spare'):\n"
+        "    bpy.context.scene.collection.children.link(bpy.data.collections.new(name))\n"
+        "bpy.data.collections['Lights'].objects.link(bpy.data.objects['Light'])\n"
+        "bpy.data.collections.new('Loose')"  # in no scene: Blender evaluates nothing of it
+    )
+    move = (
+        "bpy.data.collections['Props'].objects.link(bpy.data.objects['Cube'])\n"
+        "bpy.data.collections['Lights'].objects.unlink(bpy.data.objects['Light'])"
+    )
+    loose = "bpy.data.collections['Loose'].objects.link(bpy.data.objects['Camera'])"
+    nest = "bpy.data.collections['Props'].children.link(bpy.data.collections['Spare'])"
+
+    async def script(client: SdkClient) -> list[Any]:
+        return [await client.call_tool("execute_blender_code", {"code": code}) for code in (setup, move, loose, nest)]
+
+    made, moved, linked, nested = (answer.structured["changes"] for answer in _calls(bridge, "2026-07-28", script))
+    assert made["collections_changed"] == ["Lights", "Scene Collection"]  # new and empty: counted, not named
+    assert made["datablocks"] == {"collections": 4}
+    assert moved["collections_changed"] == ["Lights", "Props"]
+    assert linked["collections_changed"] == ["Loose"]
+    assert nested["collections_changed"] == ["Props"]
