@@ -272,7 +272,8 @@ class AgentHistory:
         )
 
     def _told(self, summaries: list[Summary], word: str, steps: list[Step]) -> Summary:
-        told = merge(summaries)
+        moved_selection = any("selection" in step.summary for step in steps)
+        told = merge(summaries, selection=self._changes.selection if moved_selection else None)  # as the move left it
         told["steps"] = [step.number for step in steps]
         self._changes.note(f"agent:{word}", told)  # one of MOVES
         return told

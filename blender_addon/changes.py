@@ -463,6 +463,11 @@ class Scene:
     def revision(self) -> int:
         return self._moment.revision
 
+    @property
+    def selection(self) -> list[str]:
+        """The selected objects' names as last read (after a file load or an undo, read afresh)."""
+        return list(self._selected or ())
+
     # The summary ------------------------------------------------------------------------------
 
     def _summary(self, span: Touched, whole: dict[str, list[str]] | None = None) -> Summary:
@@ -619,8 +624,9 @@ def _frame_only(summary: Summary) -> bool:
     return "frame_changed" in summary and all(key in (*BOOKKEEPING, "frame_changed") for key in summary)
 
 
-def merge(summaries: list[Summary]) -> Summary:
-    """Several summaries as one: from the first's revision to the last's, every list joined, counts summed."""
+def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Summary:
+    """Several summaries as one: from the first's revision to the last's, every list joined, counts summed.
+    `selection`: the selection now, for summaries that moved it but cannot say to what (an undo's inverses)."""
     if not summaries:
         revision = scene_index.revision()
         empty = Summary(revision={"before": revision, "after": revision}, changed=False)
@@ -645,6 +651,8 @@ def merge(summaries: list[Summary]) -> Summary:
             merged["selection"] = summary["selection"]
         if "file" in summary:
             merged["file"] = [*merged.get("file", []), *summary["file"]]
+    if selection is not None:
+        merged["selection"] = selection
     if moved := {kind: n for kind, n in totals.items() if n}:
         merged["datablocks"] = moved
     merged["changed"] = any(summary.get("changed") for summary in summaries)

@@ -618,3 +618,20 @@ def test_objects_moved_between_collections_name_exactly_the_collections_whose_me
     assert moved["collections_changed"] == ["Lights", "Props"]
     assert linked["collections_changed"] == ["Loose"]
     assert nested["collections_changed"] == ["Props"]
+
+
+def test_undoing_a_selection_change_tells_the_selection_it_brought_back(bridge: Any) -> None:
+    select = "for o in bpy.data.objects:\n    o.select_set(o.name == 'Camera')"
+
+    def selected() -> list[str]:
+        return sorted(o.name for o in bpy.context.view_layer.objects.selected)
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        before = _on_main(bridge, selected)
+        changed = await client.call_tool("execute_blender_code", {"code": select})
+        return before, changed, await client.call_tool("undo_agent_steps", {"steps": 1})
+
+    before, changed, undone = _calls(bridge, "2026-07-28", script)
+    assert before != ["Camera"] and changed.structured["changes"]["selection"] == ["Camera"]
+    assert undone.structured["changes"]["selection"] == before
+    assert f"selection now {', '.join(before)}" in undone.structured["changes"]["said"]
