@@ -126,3 +126,20 @@ def test_a_selection_listener_hears_the_agents_undo_of_a_selection(blender: Head
         undone = asyncio.run(client.call_tool("undo_agent_steps", {"steps": 1}))
         assert not undone.is_error, undone.text
         assert listener.wait_for(selection, 1.5), listener.messages
+
+
+def test_an_objects_listener_hears_a_change_whose_names_were_cut_at_the_answer_budget(
+    blender: HeadlessBlender,
+) -> None:
+    """A call that moves more objects than its answer can name names the first ones (`cut_at_budget`): a watched
+    object past the cut is told all the same."""
+    last = "blender://objects/Empty_3999"
+    _run(
+        blender.runtime_file,
+        "import bpy\nfor i in range(4000):\n"
+        "    bpy.context.scene.collection.objects.link(bpy.data.objects.new(f'Empty_{i}', None))\nresult = {}",
+    )
+    with listening(blender.runtime_file, [last]) as listener:
+        told = _run(blender.runtime_file, "import bpy\nfor o in bpy.data.objects:\n    o.location.x += 1\nresult = {}")
+        assert told["changes"]["cut_at_budget"] and "Empty_3999" not in told["changes"]["transformed"]
+        assert listener.wait_for(last, 1.5), listener.messages
