@@ -146,6 +146,31 @@ def counts(kinds: Iterable[str] = COUNTED) -> dict[str, int]:
     return {kind: len(getattr(bpy.data, kind)) for kind in kinds}
 
 
+SCENE_SETTINGS = (
+    "camera",
+    "world",
+    "frame_start",
+    "frame_end",
+    "render.engine",
+    "render.resolution_x",
+    "render.resolution_y",
+    "render.resolution_percentage",
+    "render.fps",
+    "render.film_transparent",
+)
+"""The active scene's settings a summary tells when they move (`scene_changed`): what an agent is asked to set up
+for a render. Blender re-evaluates the scene for each, but its depsgraph never says which moved."""
+
+
+def scene_settings() -> tuple[Any, ...]:
+    """SCENE_SETTINGS' values now (a datablock by its name); empty without a scene."""
+    scene = bpy.context.scene
+    if scene is None:
+        return ()
+    values = (scene.path_resolve(path) for path in SCENE_SETTINGS)
+    return tuple(name_of(value) if isinstance(value, bpy.types.ID) else value for value in values)
+
+
 @dataclass(frozen=True)
 class Moment:
     """What is cheap to read at any time and worth telling when it moves."""
@@ -155,6 +180,8 @@ class Moment:
     mode: str
     active: str | None
     file: str
+    settings: tuple[Any, ...] = ()
+    """`scene_settings()`."""
 
     @classmethod
     def now(cls) -> Moment:
@@ -166,7 +193,15 @@ class Moment:
             mode=context.mode,
             active=name_of(active) if active is not None else None,
             file=bpy.data.filepath,
+            settings=scene_settings(),
         )
+
+    def settings_moved(self, now: tuple[Any, ...]) -> dict[str, dict[str, Any]]:
+        """Each of SCENE_SETTINGS that differs in `now`: from, to (nothing when either has no scene)."""
+        if not (self.settings and now):
+            return {}
+        pairs = zip(SCENE_SETTINGS, self.settings, now, strict=True)
+        return {path: {"from": was, "to": value} for path, was, value in pairs if was != value}
 
 
 @dataclass
@@ -474,8 +509,7 @@ class Scene:
         """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
         comparing names (every datablock was replaced, so uids say nothing)."""
         before = self._moment
-        scene = bpy.context.scene
-        if not span.empty() or (scene is not None and scene.frame_current != before.frame):
+        if not span.empty() or before.frame != _frame():
             scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
         after = self._moment = Moment.now()
         lists: dict[str, list[Any]] = {key: [] for key in LISTS}
@@ -502,6 +536,8 @@ class Scene:
             was, now = getattr(before, name), getattr(after, name)
             if was != now:
                 summary[key] = {"from": was, "to": now}
+        if settings := before.settings_moved(after.settings):  # each tags the scene: the span is not empty
+            summary["scene_changed"] = settings
         if span.scene:
             selected = _selected()
             if selected != self._selected:
@@ -515,6 +551,7 @@ class Scene:
 
     def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, joined_or_left: bool) -> None:
         known = self._objects.by_uid
+        reshaded = span.structure or _everything_reshaded(span)
         for uid, (obj, how) in span.objects.items():
             try:
                 name = name_of(obj)
@@ -526,9 +563,10 @@ class Scene:
             if old[0] != name:
                 lists["renamed"].append({"from": old[0], "to": name})
                 known[uid] = (name, old[1], old[2])
-            # When objects join or leave (or hide), Blender re-shades every object: shading is not told then.
+            # When objects join or leave (or hide), or Blender rebuilt its relations, it re-shades every object:
+            # shading is not told then.
             for word, key in (("transform", "transformed"), ("data", "data_changed"), ("shading", "shading_changed")):
-                if word in how and not (word == "shading" and span.structure):
+                if word in how and not (word == "shading" and reshaded):
                     lists[key].append(name)
         if not (span.structure or joined_or_left):
             return  # membership cannot have moved: no walk over the objects
@@ -552,6 +590,18 @@ class Scene:
             if delta:
                 moved[kind] = delta
         return moved
+
+
+LOOKS = frozenset({"MATERIAL", "NODETREE", "WORLD", "IMAGE", "TEXTURE", "LIGHT"})
+"""Kinds of datablock whose change changes how objects look."""
+
+
+def _everything_reshaded(span: Touched) -> bool:
+    """Blender rebuilt its relations (a parent, a constraint's target, the scene's camera) and re-shaded every object
+    of the view layer, while nothing that makes an object's look changed beside it: no object's look changed."""
+    shaded = sum("shading" in how for _, how in span.objects.values())
+    view_layer = bpy.context.view_layer
+    return shaded > 1 and view_layer is not None and shaded >= len(view_layer.objects) and not span.kinds & LOOKS
 
 
 def _evaluate() -> Any:
@@ -647,6 +697,9 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
         for key in ("frame_changed", "mode_changed", "active_object"):
             if key in summary:
                 merged[key] = {"from": merged.get(key, summary[key])["from"], "to": summary[key]["to"]}
+        for path, move in summary.get("scene_changed", {}).items():
+            scene = merged.setdefault("scene_changed", {})
+            scene[path] = {"from": scene.get(path, move)["from"], "to": move["to"]}
         if "selection" in summary:
             merged["selection"] = summary["selection"]
         if "file" in summary:
@@ -677,6 +730,10 @@ def inverse(summary: Summary) -> Summary:
     for key in ("frame_changed", "mode_changed", "active_object"):
         if key in summary:
             undone[key] = {"from": summary[key]["to"], "to": summary[key]["from"]}
+    if "scene_changed" in summary:
+        undone["scene_changed"] = {
+            path: {"from": m["to"], "to": m["from"]} for path, m in summary["scene_changed"].items()
+        }
     if "counts" in summary:
         undone["counts"] = {swaps.get(key, key): n for key, n in summary["counts"].items()}
         undone["cut_at_budget"] = True
@@ -717,6 +774,8 @@ def said(summary: dict[str, Any]) -> str:
     for key, label in (("active_object", "active object"), ("mode_changed", "mode"), ("frame_changed", "frame")):
         if key in summary:
             parts.append(f"{label} {summary[key]['from']} -> {summary[key]['to']}")
+    if scene := summary.get("scene_changed"):
+        parts.append("scene " + ", ".join(f"{path} {m['from']} -> {m['to']}" for path, m in scene.items()))
     if "selection" in summary:
         selection = summary["selection"]
         parts.append(f"selection now {_names(selection, counts.get('selection', len(selection))) or 'empty'}")

@@ -635,3 +635,58 @@ def test_undoing_a_selection_change_tells_the_selection_it_brought_back(bridge: 
     assert before != ["Camera"] and changed.structured["changes"]["selection"] == ["Camera"]
     assert undone.structured["changes"]["selection"] == before
     assert f"selection now {', '.join(before)}" in undone.structured["changes"]["said"]
+
+
+SHADING = {
+    "a parent set": ("bpy.data.objects['Light'].parent = bpy.data.objects['Cube']", []),
+    "the scene's camera cleared": ("bpy.context.scene.camera = None", []),
+    "a material's colour": ("bpy.data.materials['Material'].diffuse_color = (1, 0, 0, 1)", ["Cube"]),
+    "an object's colour": ("bpy.data.objects['Cube'].color = (1, 0, 0, 1)", ["Cube"]),
+    "every object's colour and a material": (
+        "for o in bpy.data.objects:\n    o.color = (1, 0, 0, 1)\nbpy.data.materials['Material'].roughness = 0.1",
+        ["Camera", "Cube", "Light"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("code", "shaded"), SHADING.values(), ids=SHADING.keys())
+def test_shading_is_told_for_the_objects_whose_look_changed_not_when_blender_reshades_them_all(
+    bridge: Any, code: str, shaded: list[str]
+) -> None:
+    """A parent or the scene's camera makes Blender rebuild its relations and re-shade every object: that is not
+    each object's shading changing."""
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code})
+
+    told = _calls(bridge, "2026-07-28", script).structured.get("changes", {})
+    assert sorted(told.get("shading_changed", [])) == shaded, told
+
+
+SCENE_SETTINGS = {
+    "the render engine": ("bpy.context.scene.render.engine = 'CYCLES'", "render.engine", "CYCLES"),
+    "the frame range": ("bpy.context.scene.frame_end = 99", "frame_end", 99),
+    "the scene's camera": ("bpy.context.scene.camera = None", "camera", None),
+}
+
+
+@pytest.mark.parametrize(("code", "path", "value"), SCENE_SETTINGS.values(), ids=SCENE_SETTINGS.keys())
+def test_a_scene_setting_the_agent_changes_is_told_and_taken_back(
+    bridge: Any, code: str, path: str, value: Any
+) -> None:
+    """The depsgraph names none of these: the summary compares them, so the call is a step the agent can undo."""
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        changed = await client.call_tool("execute_blender_code", {"code": code})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return changed, undone, _on_main(bridge, lambda: bpy.context.scene.path_resolve(path))
+
+    changed, undone, after_undo = _calls(bridge, "2026-07-28", script)
+    told = changed.structured["changes"]["scene_changed"]
+    assert told[path]["to"] == value and told[path]["from"] != value
+    revision = changed.structured["changes"]["revision"]
+    assert revision["after"] > revision["before"]  # what changed since `before` includes it
+    assert f"scene {path} " in changed.structured["changes"]["said"]
+    assert not undone.is_error, undone.text
+    assert undone.structured["changes"]["scene_changed"][path] == {"from": value, "to": told[path]["from"]}
+    assert (after_undo.name if isinstance(after_undo, bpy.types.ID) else after_undo) == told[path]["from"]

@@ -293,3 +293,19 @@ def test_the_undo_mark_is_a_registered_hidden_scene_property(bridge: Any) -> Non
     """Blender's Custom Properties panel lists a registered property only with Developer Extras on."""
     prop = bpy.types.Scene.bl_rna.properties["hermes_bridge_step"]
     assert prop.is_runtime and prop.is_hidden
+
+
+def test_a_scene_setting_the_person_changed_is_named_in_the_refusal_and_in_what_changed_since(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        moved = await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, lambda: setattr(bpy.context.scene.render, "engine", "CYCLES"), step="Render Engine")
+        since = await client.call_tool(
+            "get_scene_changes", {"since_revision": moved.structured["changes"]["revision"]["after"]}
+        )
+        return since, await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
+
+    since, undone, after = _calls(script, bridge)
+    engine = since.structured["changes"]["scene_changed"]["render.engine"]
+    assert engine["to"] == "CYCLES" and since.structured["changes"]["said"].startswith("scene render.engine ")
+    assert undone.is_error and "user_edited_since" in undone.text and "-> CYCLES" in undone.text
+    assert after["Cube"] == 3.0
