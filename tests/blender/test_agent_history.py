@@ -633,6 +633,7 @@ def test_undoing_a_selection_change_tells_the_selection_it_brought_back(bridge: 
 
     before, changed, undone = _calls(bridge, "2026-07-28", script)
     assert before != ["Camera"] and changed.structured["changes"]["selection"] == ["Camera"]
+    assert set(changed.structured["changes"]) == {"revision", "selection", "changed", "said"}
     assert undone.structured["changes"]["selection"] == before
     assert f"selection now {', '.join(before)}" in undone.structured["changes"]["said"]
 
