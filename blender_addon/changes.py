@@ -17,6 +17,7 @@ from __future__ import annotations
 import array
 import contextlib
 import json
+import operator
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -162,13 +163,15 @@ SCENE_SETTINGS = (
 for a render. Blender re-evaluates the scene for each, but its depsgraph never says which moved."""
 
 
+_read_settings = operator.attrgetter(*SCENE_SETTINGS)
+
+
 def scene_settings() -> tuple[Any, ...]:
     """SCENE_SETTINGS' values now (a datablock by its name); empty without a scene."""
     scene = bpy.context.scene
     if scene is None:
         return ()
-    values = (scene.path_resolve(path) for path in SCENE_SETTINGS)
-    return tuple(name_of(value) if isinstance(value, bpy.types.ID) else value for value in values)
+    return tuple(name_of(value) if isinstance(value, bpy.types.ID) else value for value in _read_settings(scene))
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,8 @@ class Moment:
     """`scene_settings()`."""
 
     @classmethod
-    def now(cls) -> Moment:
+    def now(cls, settings: tuple[Any, ...] | None = None) -> Moment:
+        """`settings`: known not to have moved (Blender did not re-evaluate the scene), so not read again."""
         context = bpy.context
         active = context.view_layer.objects.active if context.view_layer is not None else None
         return cls(
@@ -193,7 +197,7 @@ class Moment:
             mode=context.mode,
             active=name_of(active) if active is not None else None,
             file=bpy.data.filepath,
-            settings=scene_settings(),
+            settings=scene_settings() if settings is None else settings,
         )
 
     def settings_moved(self, now: tuple[Any, ...]) -> dict[str, dict[str, Any]]:
@@ -511,7 +515,7 @@ class Scene:
         before = self._moment
         if not span.empty() or before.frame != _frame():
             scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
-        after = self._moment = Moment.now()
+        after = self._moment = Moment.now(None if span.scene else before.settings)  # each setting tags the scene
         lists: dict[str, list[Any]] = {key: [] for key in LISTS}
         if whole is not None:
             lists["added"].extend(whole["added"])
@@ -536,7 +540,7 @@ class Scene:
             was, now = getattr(before, name), getattr(after, name)
             if was != now:
                 summary[key] = {"from": was, "to": now}
-        if settings := before.settings_moved(after.settings):  # each tags the scene: the span is not empty
+        if settings := before.settings_moved(after.settings):
             summary["scene_changed"] = settings
         if span.scene:
             selected = _selected()
