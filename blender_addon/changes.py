@@ -102,31 +102,65 @@ def _uids(datablocks: Any) -> bytes:
 
 @dataclass
 class Members:
-    """Each collection's members at one moment (its objects and child collections by session uid, in link order),
-    the scenes' own top collections included: Blender re-evaluates every collection when anything in the view
-    layer is added, removed or hidden, so only a comparison says whose members changed."""
+    """Each collection at one moment: its members (objects and child collections by session uid, in link order) and
+    its settings (hidden, unselectable, instance offset, and in the active view layer excluded or hidden), the scenes'
+    own top collections included. Blender re-evaluates every collection when anything in the view layer is added,
+    removed or hidden, so only a comparison says which collections changed."""
 
-    by_uid: dict[int, tuple[str, bytes, bytes]]
+    by_uid: dict[int, tuple[str, bytes, bytes, tuple[Any, ...]]]
 
     @classmethod
     def read(cls) -> Members:
-        collections = [*bpy.data.collections, *(scene.collection for scene in bpy.data.scenes)]
-        return cls({c.session_uid: (name_of(c), _uids(c.objects), _uids(c.children)) for c in collections})
+        layers: dict[int, set[tuple[bool, bool]]] = {}
+        if bpy.context.view_layer is not None:
+            _layer_flags(bpy.context.view_layer.layer_collection, layers)
+        active = bpy.context.scene
+        named = [(c, name_of(c)) for c in bpy.data.collections]
+        for scene in bpy.data.scenes:  # each scene's top collection is "Scene Collection": others by their scene
+            top = name_of(scene.collection)
+            named.append((scene.collection, top if scene == active else f"{top} ({name_of(scene)})"))
+        return cls(
+            {
+                c.session_uid: (
+                    name,
+                    _uids(c.objects),
+                    _uids(c.children),
+                    (
+                        c.hide_viewport,
+                        c.hide_render,
+                        c.hide_select,
+                        tuple(c.instance_offset),
+                        frozenset(layers.get(c.session_uid, ())),
+                    ),
+                )
+                for c, name in named
+            }
+        )
 
     def changed_in(self, now: Members) -> list[str]:
-        """The collections of `now` whose members differ from these (a new one when it has any), by name."""
+        """The collections of `now` whose members or settings differ from these (a new one when it has members), by
+        name."""
         names = []
-        for uid, (name, objects, children) in now.by_uid.items():
+        for uid, (name, objects, children, settings) in now.by_uid.items():
             old = self.by_uid.get(uid)
             if old is None:
                 moved = bool(objects or children)
             else:  # the bytes differ when only the order moved (unlinked, linked again): sets decide then
-                moved = (old[1], old[2]) != (objects, children) and (
-                    _as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children)
+                moved = old[3] != settings or (
+                    (old[1], old[2]) != (objects, children)
+                    and (_as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children))
                 )
             if moved:
                 names.append(name)
         return sorted(names)
+
+
+def _layer_flags(layer: Any, flags: dict[int, set[tuple[bool, bool]]]) -> None:
+    """Each collection's (excluded, hidden) pairs in the view layer's tree, by its session uid: the pairs its places
+    have, so a collection nested in a second parent as it is in the first has changed nothing."""
+    flags.setdefault(layer.collection.session_uid, set()).add((layer.exclude, layer.hide_viewport))
+    for child in layer.children:
+        _layer_flags(child, flags)
 
 
 def _as_set(uids: bytes) -> set[int]:
@@ -692,8 +726,10 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
     totals: Counter[str] = Counter()
     whole: Counter[str] = Counter()
     for summary in summaries:
-        whole.update({key: len(summary[key]) for key in FITTED if key in summary})
-        whole.update(summary.get("counts", {}))
+        counted = summary.get("counts", {})  # a list's whole length where it was cut, else the list is whole
+        whole.update({key: counted.get(key, len(summary[key])) for key in LISTS if key in summary})
+        if "selection" in summary:  # a state, not a tally: the last one's
+            whole["selection"] = counted.get("selection", len(summary["selection"]))
         for key in LISTS:
             if key in summary:
                 merged[key] = _unique([*merged.get(key, []), *summary[key]])
@@ -760,7 +796,7 @@ def said(summary: dict[str, Any]) -> str:
         "data_changed": "edited the data of",
         "shading_changed": "changed the shading of",
         "visibility_changed": "changed the visibility of",
-        "collections_changed": "changed the members of",
+        "collections_changed": "changed the collections",
         "datablocks_changed": "changed",
     }
     counts = summary.get("counts", {})

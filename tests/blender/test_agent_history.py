@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import importlib
 import json
 import logging
 import os
@@ -20,6 +21,7 @@ from typing import Any
 import bpy
 import pytest
 
+from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from tests.sdk_client import SdkClient
 
@@ -592,7 +594,7 @@ def test_a_change_that_moves_no_object_between_collections_names_no_collection(
     if told_as is None:
         assert not told
     else:
-        assert told_as in told and "members" not in told["said"], told
+        assert told_as in told and "collections" not in told["said"], told
 
 
 def test_objects_moved_between_collections_name_exactly_the_collections_whose_members_changed(bridge: Any) -> None:
@@ -600,6 +602,7 @@ def test_objects_moved_between_collections_name_exactly_the_collections_whose_me
         "for name in ('Props', 'Lights', 'Spare'):\n"
         "    bpy.context.scene.collection.children.link(bpy.data.collections.new(name))\n"
         "bpy.data.collections['Lights'].objects.link(bpy.data.objects['Light'])\n"
+        "bpy.data.collections['Spare'].objects.link(bpy.data.objects['Light'])\n"
         "bpy.data.collections.new('Loose')"  # in no scene: Blender evaluates nothing of it
     )
     move = (
@@ -613,7 +616,8 @@ def test_objects_moved_between_collections_name_exactly_the_collections_whose_me
         return [await client.call_tool("execute_blender_code", {"code": code}) for code in (setup, move, loose, nest)]
 
     made, moved, linked, nested = (answer.structured["changes"] for answer in _calls(bridge, "2026-07-28", script))
-    assert made["collections_changed"] == ["Lights", "Scene Collection"]  # new and empty: counted, not named
+    assert made["collections_changed"] == ["Lights", "Scene Collection", "Spare"]  # Props new and empty: not named
+    assert made["said"].startswith("changed the collections Lights, Scene Collection, Spare")
     assert made["datablocks"] == {"collections": 4}
     assert moved["collections_changed"] == ["Lights", "Props"]
     assert linked["collections_changed"] == ["Loose"]
@@ -691,3 +695,101 @@ def test_a_scene_setting_the_agent_changes_is_told_and_taken_back(
     assert not undone.is_error, undone.text
     assert undone.structured["changes"]["scene_changed"][path] == {"from": value, "to": told[path]["from"]}
     assert (after_undo.name if isinstance(after_undo, bpy.types.ID) else after_undo) == told[path]["from"]
+
+
+COLLECTION_SETTINGS = {
+    "hidden from renders": "bpy.data.collections['Collection'].hide_render = True",
+    "hidden in the viewport": "bpy.data.collections['Collection'].hide_viewport = True",
+    "excluded from the view layer": "bpy.context.view_layer.layer_collection.children['Collection'].exclude = True",
+    "its instance offset": "bpy.data.collections['Collection'].instance_offset = (1, 2, 3)",
+}
+
+
+@pytest.mark.parametrize("code", COLLECTION_SETTINGS.values(), ids=COLLECTION_SETTINGS.keys())
+def test_a_collection_hidden_or_excluded_is_told_undoable_and_tells_every_watched_object(
+    bridge: Any, code: str
+) -> None:
+    resources = importlib.import_module(f"{ADDON_MODULE}.resources")
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        changed = await client.call_tool("execute_blender_code", {"code": code})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return changed, undone, _on_main(bridge, lambda: bpy.data.collections["Collection"].hide_render)
+
+    changed, undone, hidden_after_undo = _calls(bridge, "2026-07-28", script)
+    told = changed.structured["changes"]
+    assert told["collections_changed"] == ["Collection"], told
+    assert "blender://objects/Cube" in resources.touched(told, frozenset({"blender://objects/Cube"}))
+    assert not undone.is_error and undone.structured["changes"]["collections_changed"] == ["Collection"]
+    assert hidden_after_undo is False
+
+
+def test_collections_are_compared_afresh_after_an_undo_a_restore_and_between_calls(bridge: Any) -> None:
+    setup = "bpy.context.scene.collection.children.link(bpy.data.collections.new('Props'))"
+    link = "bpy.data.collections['Props'].objects.link(bpy.data.objects['Cube'])"
+    unlink = "bpy.data.collections['Props'].objects.unlink(bpy.data.objects['Cube'])"
+
+    async def script(client: SdkClient) -> dict[str, Any]:
+        def code(text: str) -> Any:
+            return client.call_tool("execute_blender_code", {"code": text})
+
+        answers = {"setup": await code(setup), "link": await code(link)}
+        answers["undo"] = await client.call_tool("undo_agent_steps", {"steps": 1})
+        answers["link again"] = await code(link)
+        await client.call_tool("save_checkpoint", {"name": "linked"})
+        answers["unlink"] = await code(unlink)
+        await client.call_tool("restore_checkpoint", {"name": "linked"})
+        answers["unlink after the restore"] = await code(unlink)
+        since = answers["unlink after the restore"].structured["changes"]["revision"]["after"]
+        _on_main(bridge, lambda: bpy.data.collections["Props"].objects.link(bpy.data.objects["Light"]))
+        answers["the person's link"] = await client.call_tool("get_scene_changes", {"since_revision": since})
+        return answers
+
+    answers = _calls(bridge, "2026-07-28", script)
+    told = {key: answer.structured["changes"].get("collections_changed") for key, answer in answers.items()}
+    assert told == {"setup": ["Scene Collection"]} | {key: ["Props"] for key in told if key != "setup"}, told
+
+
+def test_another_scenes_top_collection_is_named_with_its_scene(bridge: Any) -> None:
+    code = "s = bpy.data.scenes.new('Other')\ns.collection.objects.link(bpy.data.objects['Camera'])"
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": code})
+
+    assert _calls(bridge, "2026-07-28", script).structured["changes"]["collections_changed"] == [
+        "Scene Collection (Other)"
+    ]
+
+
+def test_undo_and_redo_tell_the_selection_each_left_and_its_whole_count(bridge: Any) -> None:
+    select = "for o in bpy.data.objects:\n    o.select_set(o.name == 'Camera')"
+    none = "for o in bpy.data.objects:\n    o.select_set(False)"
+    many = (
+        "for i in range(4000):\n    o = bpy.data.objects.new(f'E{i}', None)\n"
+        "    bpy.context.scene.collection.objects.link(o)\n    o.select_set(True)"
+    )
+    move = "bpy.data.objects['Cube'].location.x += 1"
+
+    async def script(client: SdkClient) -> list[Any]:
+        def code(text: str) -> Any:
+            return client.call_tool("execute_blender_code", {"code": text})
+
+        await code(none)
+        answers = [await code(select), await code(move)]
+        answers += [await client.call_tool("undo_agent_steps", {"steps": 1})]
+        answers += [await client.call_tool("undo_agent_steps", {"steps": 1})]
+        answers += [await client.call_tool("redo_agent_steps", {"steps": 2})]
+        answers += [await code(many), await client.call_tool("undo_agent_steps", {"steps": 1})]
+        return answers
+
+    selected, moved, undone_move, undone, redone, made, undone_many = (
+        a.structured["changes"] for a in _calls(bridge, "2026-07-28", script)
+    )
+    assert selected["selection"] == ["Camera"] and "selection" not in moved
+    assert "selection" not in undone_move  # its step moved no selection
+    assert undone["selection"] == [] and "selection now empty" in undone["said"]
+    assert redone["selection"] == ["Camera"]
+    assert made["counts"]["selection"] == 4001
+    # 4,000 names removed fill the answer's budget: the selection's one name is cut, its count is what it is now
+    counts = undone_many["counts"]
+    assert undone_many["cut_at_budget"] and (counts["removed"], counts["selection"]) == (4000, 1), undone_many

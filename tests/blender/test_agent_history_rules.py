@@ -309,3 +309,16 @@ def test_a_scene_setting_the_person_changed_is_named_in_the_refusal_and_in_what_
     assert engine["to"] == "CYCLES" and since.structured["changes"]["said"].startswith("scene render.engine ")
     assert undone.is_error and "user_edited_since" in undone.text and "-> CYCLES" in undone.text
     assert after["Cube"] == 3.0
+
+
+def test_a_collection_the_person_hid_refuses_the_undo_by_name(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        await _code(client, "bpy.data.objects['Cube'].location.x = 3")
+        _person(bridge, lambda: setattr(bpy.data.collections["Collection"], "hide_render", True), step="Hide")
+        return await client.call_tool("undo_agent_steps", {"steps": 1}), _x(bridge)
+
+    undone, after = _calls(script, bridge)
+    assert (
+        undone.is_error and "user_edited_since" in undone.text and "changed the collections Collection" in undone.text
+    )
+    assert after["Cube"] == 3.0
