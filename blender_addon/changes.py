@@ -201,11 +201,23 @@ _read_settings = operator.attrgetter(*SCENE_SETTINGS)
 
 
 def scene_settings() -> tuple[Any, ...]:
-    """SCENE_SETTINGS' values now (a datablock by its name); empty without a scene."""
+    """SCENE_SETTINGS' values now (a datablock as its session uid and name: renaming the camera is no new camera);
+    empty without a scene."""
     scene = bpy.context.scene
     if scene is None:
         return ()
-    return tuple(name_of(value) if isinstance(value, bpy.types.ID) else value for value in _read_settings(scene))
+    return tuple(
+        (value.session_uid, name_of(value)) if isinstance(value, bpy.types.ID) else value
+        for value in _read_settings(scene)
+    )
+
+
+def _same(was: Any, value: Any) -> bool:
+    return was[0] == value[0] if isinstance(was, tuple) and isinstance(value, tuple) else was == value
+
+
+def _shown(value: Any) -> Any:
+    return value[1] if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True)
@@ -239,7 +251,7 @@ class Moment:
         if not (self.settings and now):
             return {}
         pairs = zip(SCENE_SETTINGS, self.settings, now, strict=True)
-        return {path: {"from": was, "to": value} for path, was, value in pairs if was != value}
+        return {path: {"from": _shown(was), "to": _shown(value)} for path, was, value in pairs if not _same(was, value)}
 
 
 @dataclass
@@ -549,14 +561,17 @@ class Scene:
         before = self._moment
         if not span.empty() or before.frame != _frame():
             scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
-        after = self._moment = Moment.now(None if span.scene else before.settings)  # each setting tags the scene
+        # each setting tags the scene when set; a driver moves one with the frame; a load replaces them all
+        reread = span.scene or whole is not None or before.frame != _frame()
+        after = self._moment = Moment.now(None if reread else before.settings)
         lists: dict[str, list[Any]] = {key: [] for key in LISTS}
         if whole is not None:
             lists["added"].extend(whole["added"])
             lists["removed"].extend(whole["removed"])
         moved = self._recount(span) if whole is None else {}
+        reshaded: list[str] = []
         if whole is None:
-            self._objects_changed(span, lists, joined_or_left="objects" in moved)
+            reshaded = self._objects_changed(span, lists, joined_or_left="objects" in moved)
             if span.structure or "COLLECTION" in span.kinds:
                 members = Members.read()
                 lists["collections_changed"].extend(self._members.changed_in(members))
@@ -583,13 +598,19 @@ class Scene:
                 self._selected = selected
         if span.files:
             summary["file"] = span.files
+        if reshaded and len(summary) == 1:  # nothing else moved: the look did (every object's colour), a step
+            summary["shading_changed"] = reshaded
         summary["changed"] = len(summary) > 1
         summary["said"] = said(_fit(summary))
         return summary
 
-    def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, joined_or_left: bool) -> None:
+    def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, joined_or_left: bool) -> list[str]:
+        """Fill `lists` with what the depsgraph named of known objects (and additions, removals, visibility when
+        membership may have moved); answer the objects whose shading went untold because Blender re-shaded them all
+        for a rebuild of its relations (`_everything_reshaded`)."""
         known = self._objects.by_uid
-        reshaded = span.structure or _everything_reshaded(span)
+        rebuilt = not span.structure and _everything_reshaded(span)
+        untold: list[str] = []
         for uid, (obj, how) in span.objects.items():
             try:
                 name = name_of(obj)
@@ -604,10 +625,12 @@ class Scene:
             # When objects join or leave (or hide), or Blender rebuilt its relations, it re-shades every object:
             # shading is not told then.
             for word, key in (("transform", "transformed"), ("data", "data_changed"), ("shading", "shading_changed")):
-                if word in how and not (word == "shading" and reshaded):
+                if word in how and word == "shading" and (span.structure or rebuilt):
+                    untold += [name] if rebuilt else []
+                elif word in how:
                     lists[key].append(name)
         if not (span.structure or joined_or_left):
-            return  # membership cannot have moved: no walk over the objects
+            return untold  # membership cannot have moved: no walk over the objects
         now = Objects.read()
         lists["added"].extend(sorted(now.by_uid[uid][0] for uid in now.by_uid.keys() - known.keys()))
         lists["removed"].extend(sorted(known[uid][0] for uid in known.keys() - now.by_uid.keys()))
@@ -616,6 +639,7 @@ class Scene:
             if old is not None and (old[1], old[2]) != (hidden, unrendered):
                 lists["visibility_changed"].append(name)
         self._objects = now
+        return untold
 
     def _recount(self, span: Touched) -> dict[str, int]:
         """Datablocks added (+) or removed (-) by kind: the kinds Blender tagged are counted again (each a walk of
@@ -744,6 +768,10 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
             merged["selection"] = summary["selection"]
         if "file" in summary:
             merged["file"] = [*merged.get("file", []), *summary["file"]]
+    if "scene_changed" in merged:  # a setting set back to where it began is no change of the scene's
+        merged["scene_changed"] = {path: m for path, m in merged["scene_changed"].items() if m["from"] != m["to"]}
+        if not merged["scene_changed"]:
+            del merged["scene_changed"]
     if selection is not None:
         merged["selection"] = selection
     if moved := {kind: n for kind, n in totals.items() if n}:

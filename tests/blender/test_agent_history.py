@@ -793,3 +793,58 @@ def test_undo_and_redo_tell_the_selection_each_left_and_its_whole_count(bridge: 
     # 4,000 names removed fill the answer's budget: the selection's one name is cut, its count is what it is now
     counts = undone_many["counts"]
     assert undone_many["cut_at_budget"] and (counts["removed"], counts["selection"]) == (4000, 1), undone_many
+
+
+def test_scene_settings_are_told_by_what_moved_not_by_a_rename_a_driver_or_a_round_trip(
+    bridge: Any, tmp_path: Path
+) -> None:
+    driven = (
+        "s = bpy.context.scene\nd = s.driver_add('render.film_transparent').driver\nd.expression = 'frame > 5'\n"
+        "s.frame_set(1)"
+    )
+
+    async def script(client: SdkClient) -> dict[str, Any]:
+        def code(text: str) -> Any:
+            return client.call_tool("execute_blender_code", {"code": text})
+
+        answers = {"renamed": await code("bpy.data.objects['Camera'].name = 'Cam'")}
+        answers["selected"] = await code("o = bpy.data.objects['Cube']\no.select_set(not o.select_get())")
+        await code(driven)
+        answers["frame"] = await code("bpy.context.scene.frame_set(10)")
+        since = answers["frame"].structured["changes"]["revision"]["after"]
+        await code("bpy.context.scene.frame_end = 99")
+        await code("bpy.context.scene.frame_end = 250")
+        answers["there and back"] = await client.call_tool("get_scene_changes", {"since_revision": since})
+        await client.call_tool("save_checkpoint", {"name": "eevee"})
+        await code("bpy.context.scene.render.engine = 'CYCLES'")
+        answers["restored"] = await client.call_tool("restore_checkpoint", {"name": "eevee"})
+        return answers
+
+    told = {key: answer.structured["changes"] for key, answer in _calls(bridge, "2026-07-28", script).items()}
+    assert told["renamed"]["renamed"] == [{"from": "Camera", "to": "Cam"}] and "scene_changed" not in told["renamed"]
+    assert "scene_changed" not in told["selected"], told["selected"]
+    assert told["frame"]["scene_changed"] == {"render.film_transparent": {"from": False, "to": True}}
+    assert "scene_changed" not in told["there and back"], told["there and back"]
+    engine = told["restored"]["scene_changed"]["render.engine"]
+    assert engine["from"] == "CYCLES" and engine["to"].startswith("BLENDER_EEVEE")  # its name moved in Blender 5
+
+
+def test_every_objects_look_changed_at_once_is_told_and_is_its_own_step(bridge: Any) -> None:
+    """Blender re-shades every object for that too: told as shading when nothing else moved, so no later undo takes
+    it back unsaid."""
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 2"})
+        coloured = await client.call_tool(
+            "execute_blender_code", {"code": "for o in bpy.data.objects:\n    o.color = (1, 0, 0, 1)"}
+        )
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return (
+            coloured,
+            undone,
+            _on_main(bridge, lambda: (bpy.data.objects["Cube"].location.x, bpy.data.objects["Cube"].color[1])),
+        )
+
+    coloured, undone, (x, green) = _calls(bridge, "2026-07-28", script)
+    assert sorted(coloured.structured["changes"]["shading_changed"]) == ["Camera", "Cube", "Light"]
+    assert "moved" not in undone.structured["changes"]["said"] and (x, green) == (2.0, 1.0)
