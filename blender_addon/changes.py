@@ -5,8 +5,8 @@ updated (an object moved, its data edited, its shading changed, or touched with 
 `id_type_updated` tells which kinds of datablock were tagged since the last one, including datablocks no scene
 uses. So a summary costs what changed: the objects the depsgraph names are looked at one by one, and the whole
 object list is read again (in C, `foreach_get` and `keys()`) only when membership may have changed (a collection
-or the scene re-evaluated for its contents, or objects tagged that no update names), and so are the collections'
-members, to name only those whose members moved. Blender's own evaluation of
+or the scene re-evaluated for its contents, or objects tagged that no update names), and so are the collections
+(members and settings), to name only those that changed. Blender's own evaluation of
 the depsgraph and its undo step cost the whole scene in a background Blender; docs/performance.md has both.
 
 Everything here runs on Blender's main thread: handlers, and the jobs that `begin` and `end` spans.
@@ -622,13 +622,10 @@ class Scene:
             if old[0] != name:
                 lists["renamed"].append({"from": old[0], "to": name})
                 known[uid] = (name, old[1], old[2])
-            # When objects join or leave (or hide), or Blender rebuilt its relations, it re-shades every object:
-            # shading is not told then.
             for word, key in (("transform", "transformed"), ("data", "data_changed"), ("shading", "shading_changed")):
-                if word in how and word == "shading" and (span.structure or rebuilt):
-                    untold += [name] if rebuilt else []
-                elif word in how:
-                    lists[key].append(name)
+                if word not in how or (word == "shading" and span.structure):
+                    continue  # objects joined, left or hid: Blender re-shaded every object
+                (untold if word == "shading" and rebuilt else lists[key]).append(name)
         if not (span.structure or joined_or_left):
             return untold  # membership cannot have moved: no walk over the objects
         now = Objects.read()
