@@ -67,7 +67,10 @@ KINDS = {
     "LINESTYLE": "linestyles",
 }
 """Blender's datablock kinds (`id_type`) by the `bpy.data` collection that holds them: the words summaries use."""
-ID_TYPES = tuple(item.identifier for item in bpy.types.ID.bl_rna.properties["id_type"].enum_items)
+TOLD_TYPES = tuple(
+    item.identifier for item in bpy.types.ID.bl_rna.properties["id_type"].enum_items if item.identifier in KINDS
+)
+"""The kinds (`id_type`) a summary tells of: a window manager, screen, workspace or brush tagged changes no scene."""
 COUNTED = tuple(sorted({kind for kind in KINDS.values() if hasattr(bpy.data, kind)}))
 STRUCTURE = ("Collection", "Scene")
 """Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
@@ -301,7 +304,8 @@ class Touched:
 
     def tagged(self, depsgraph: Any) -> None:
         """Kinds Blender tagged that no update may name (datablocks no scene uses)."""
-        self.kinds.update(kind for kind in ID_TYPES if depsgraph.id_type_updated(kind))
+        updated = depsgraph.id_type_updated
+        self.kinds.update(kind for kind in TOLD_TYPES if updated(kind))
 
     def empty(self) -> bool:
         return not (self.objects or self.others or self.kinds or self.files)
@@ -464,6 +468,8 @@ class Scene:
         """The job ended: its summary, also kept in the journal as `author`'s."""
         try:
             self._span.tagged(_evaluate())
+            if self._span.empty() and not self._replaced and self._moment.frame == _frame():
+                return merge([])  # most calls: nothing to compare, nothing to keep
             summary = self._summary(self._take_span())
             if self._replaced:
                 summary = merge([*self._replaced, summary])
