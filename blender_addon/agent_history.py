@@ -323,9 +323,8 @@ def _push(message: str) -> None:
 def window() -> Iterator[None]:
     """The first window as context in the GUI, where a timer's context has none; nothing in a background Blender."""
     manager = bpy.context.window_manager
-    windows = list(manager.windows) if manager is not None else []
-    if bpy.context.window is None and windows:
-        with bpy.context.temp_override(window=windows[0]):
+    if bpy.context.window is None and manager is not None and len(manager.windows):
+        with bpy.context.temp_override(window=manager.windows[0]):
             yield
     else:
         yield
