@@ -848,3 +848,12 @@ def test_every_objects_look_changed_at_once_is_told_and_is_its_own_step(bridge: 
     coloured, undone, (x, green) = _calls(bridge, "2026-07-28", script)
     assert sorted(coloured.structured["changes"]["shading_changed"]) == ["Camera", "Cube", "Light"]
     assert "moved" not in undone.structured["changes"]["said"] and (x, green) == (2.0, 1.0)
+
+
+def test_a_frame_the_agent_moves_to_with_nothing_animated_is_told(bridge: Any) -> None:
+    """`frame_set` in a scene with nothing animated updates nothing Blender tells of: the frame itself is the change."""
+
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": "bpy.context.scene.frame_set(9)"})
+
+    assert _calls(bridge, "2026-07-28", script).structured["changes"]["frame_changed"] == {"from": 1, "to": 9}
