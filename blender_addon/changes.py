@@ -565,10 +565,11 @@ class Scene:
         """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
         comparing names (every datablock was replaced, so uids say nothing)."""
         before = self._moment
-        if not span.empty() or before.frame != _frame():
+        frame_moved = before.frame != _frame()
+        if not span.empty() or frame_moved:
             scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
         # each setting tags the scene when set; a driver moves one with the frame; a load replaces them all
-        reread = span.scene or whole is not None or before.frame != _frame()
+        reread = span.scene or whole is not None or frame_moved
         after = self._moment = Moment.now(None if reread else before.settings)
         lists: dict[str, list[Any]] = {key: [] for key in LISTS}
         if whole is not None:
