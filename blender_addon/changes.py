@@ -76,11 +76,21 @@ STRUCTURE = ("Collection", "Scene")
 """Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
 
 
+Pose = tuple[tuple[float, ...], int, int]
+"""Where an object is and what it is made of: its matrix_basis, its parent's and its data's session uids (0: none)."""
+
+
 @dataclass
 class Objects:
-    """The objects at one moment, read in C: names and hidden flags by session uid (unique while Blender runs)."""
+    """The objects at one moment, read in C: names and hidden flags by session uid (unique while Blender runs), and
+    the pose of each object the depsgraph does not evaluate (hidden in the viewport, in a hidden or excluded
+    collection, in no scene of the view layer): Blender names no update of theirs, so only a comparison tells that
+    one moved."""
 
     by_uid: dict[int, tuple[str, bool, bool]]
+    unseen: dict[int, tuple[Any, Pose]] = field(default_factory=dict)
+    unseen_in_layer: int = 0
+    """How many of `unseen` are in the view layer's objects (those Blender evaluates are the rest)."""
 
     @classmethod
     def read(cls) -> Objects:
@@ -93,7 +103,28 @@ class Objects:
         unrendered = array.array("b", bytes(count))
         objects.foreach_get("hide_render", unrendered)
         names = object_names()
-        return cls(dict(zip(uids, zip(names, map(bool, hidden), map(bool, unrendered), strict=True), strict=True)))
+        by_uid = dict(zip(uids, zip(names, map(bool, hidden), map(bool, unrendered), strict=True), strict=True))
+        view_layer = bpy.context.view_layer
+        layer_objects = view_layer.objects if view_layer is not None else ()
+        hidden_collections = [c for c in bpy.data.collections if c.hide_viewport]
+        if len(layer_objects) == count and not hidden.count(1) and not hidden_collections:
+            return cls(by_uid)  # most scenes: every object evaluated, no set built, no walk of the objects
+        in_layer = set(array.array("I", _uids(layer_objects))) if view_layer is not None else set()
+        shown = set(in_layer)
+        for collection in hidden_collections:
+            shown.difference_update(array.array("I", _uids(collection.all_objects)))
+        left_out = {uid for uid, hide in zip(uids, hidden, strict=True) if hide or uid not in shown}
+        unseen = {obj.session_uid: (obj, _pose(obj)) for obj in bpy.data.objects if obj.session_uid in left_out}
+        return cls(by_uid, unseen, len(left_out & in_layer))
+
+
+def _pose(obj: Any) -> Pose:
+    parent, data = obj.parent, obj.data
+    return (
+        tuple(value for row in obj.matrix_basis for value in row),
+        parent.session_uid if parent is not None else 0,
+        data.session_uid if data is not None else 0,
+    )
 
 
 def _uids(datablocks: Any) -> bytes:
@@ -578,8 +609,9 @@ class Scene:
         moved = self._recount(span) if whole is None else {}
         reshaded: list[str] = []
         if whole is None:
-            reshaded = self._objects_changed(span, lists, joined_or_left="objects" in moved)
-            if span.structure or "COLLECTION" in span.kinds:
+            regrouped = span.structure or "COLLECTION" in span.kinds
+            reshaded = self._objects_changed(span, lists, regrouped=regrouped or "objects" in moved)
+            if regrouped:
                 members = Members.read()
                 lists["collections_changed"].extend(self._members.changed_in(members))
                 self._members = members
@@ -611,13 +643,15 @@ class Scene:
         summary["said"] = said(_fit(summary))
         return summary
 
-    def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, joined_or_left: bool) -> list[str]:
-        """Fill `lists` with what the depsgraph named of known objects (and additions, removals, visibility when
-        membership may have moved); answer the objects whose shading went untold because Blender re-shaded them all
+    def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, regrouped: bool) -> list[str]:
+        """Fill `lists` with what the depsgraph named of known objects and what moved of those it leaves out (and
+        additions, removals, visibility when objects joined, left or changed collections: `regrouped`); answer the objects whose shading went untold because Blender re-shaded them all
         for a rebuild of its relations (`_everything_reshaded`)."""
         known = self._objects.by_uid
-        rebuilt = not span.structure and _everything_reshaded(span)
+        rebuilt = not span.structure and _everything_reshaded(span, self._objects.unseen_in_layer)
         untold: list[str] = []
+        if "OBJECT" in span.kinds:
+            self._unseen_changed(lists)
         for uid, (obj, how) in span.objects.items():
             try:
                 name = name_of(obj)
@@ -633,7 +667,7 @@ class Scene:
                 if word not in how or (word == "shading" and span.structure):
                     continue  # objects joined, left or hid: Blender re-shaded every object
                 (untold if word == "shading" and rebuilt else lists[key]).append(name)
-        if not (span.structure or joined_or_left):
+        if not regrouped:
             return untold  # membership cannot have moved: no walk over the objects
         now = Objects.read()
         lists["added"].extend(sorted(now.by_uid[uid][0] for uid in now.by_uid.keys() - known.keys()))
@@ -644,6 +678,25 @@ class Scene:
                 lists["visibility_changed"].append(name)
         self._objects = now
         return untold
+
+    def _unseen_changed(self, lists: dict[str, list[Any]]) -> None:
+        """Fill `lists` with the objects the depsgraph leaves out that were renamed, moved (or re-parented) or given
+        other data since their poses were read; their poses move on. A removed one is told with the other removals."""
+        known = self._objects.by_uid
+        for uid, (obj, pose) in self._objects.unseen.items():
+            try:
+                name, now = name_of(obj), _pose(obj)
+            except ReferenceError:
+                continue
+            old = known[uid]
+            if old[0] != name:
+                lists["renamed"].append({"from": old[0], "to": name})
+                known[uid] = (name, old[1], old[2])
+            if now[:2] != pose[:2]:
+                lists["transformed"].append(name)
+            if now[2] != pose[2]:
+                lists["data_changed"].append(name)
+            self._objects.unseen[uid] = (obj, now)
 
     def _recount(self, span: Touched) -> dict[str, int]:
         """Datablocks added (+) or removed (-) by kind: the kinds Blender tagged are counted again (each a walk of
@@ -662,12 +715,15 @@ LOOKS = frozenset({"MATERIAL", "NODETREE", "WORLD", "IMAGE", "TEXTURE", "LIGHT"}
 """Kinds of datablock whose change changes how objects look."""
 
 
-def _everything_reshaded(span: Touched) -> bool:
+def _everything_reshaded(span: Touched, unseen: int) -> bool:
     """Blender rebuilt its relations (a parent, a constraint's target, the scene's camera) and re-shaded every object
-    of the view layer, while nothing that makes an object's look changed beside it: no object's look changed."""
+    it evaluates in the view layer (all but `unseen` of them), while nothing that makes an object's look changed
+    beside it: no object's look changed."""
     shaded = sum("shading" in how for _, how in span.objects.values())
     view_layer = bpy.context.view_layer
-    return shaded > 1 and view_layer is not None and shaded >= len(view_layer.objects) and not span.kinds & LOOKS
+    return (
+        shaded > 1 and view_layer is not None and shaded >= len(view_layer.objects) - unseen and not span.kinds & LOOKS
+    )
 
 
 def _evaluate() -> Any:

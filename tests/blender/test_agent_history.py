@@ -857,3 +857,38 @@ def test_a_frame_the_agent_moves_to_with_nothing_animated_is_told(bridge: Any) -
         return await client.call_tool("execute_blender_code", {"code": "bpy.context.scene.frame_set(9)"})
 
     assert _calls(bridge, "2026-07-28", script).structured["changes"]["frame_changed"] == {"from": 1, "to": 9}
+
+
+LEFT_OUT = {
+    "hidden in the viewport": "bpy.data.objects['Cube'].hide_viewport = True",
+    "in a hidden collection": "bpy.data.collections['Collection'].hide_viewport = True",
+    "in an excluded collection": "bpy.context.view_layer.layer_collection.children['Collection'].exclude = True",
+    "in no scene": "bpy.data.collections['Collection'].objects.unlink(bpy.data.objects['Cube'])",
+}
+
+
+@pytest.mark.parametrize("hide", LEFT_OUT.values(), ids=LEFT_OUT.keys())
+def test_an_object_blender_does_not_evaluate_is_told_moved_renamed_and_given_new_data_and_undone(
+    bridge: Any, hide: str
+) -> None:
+    """The depsgraph names no update of an object it leaves out: the summary compares their poses, so moving a
+    hidden object is a step the agent can take back, not "nothing changed"."""
+    changes = {
+        "transformed": "bpy.data.objects['Cube'].location.x = 7",
+        "data_changed": "bpy.data.objects['Cube'].data = bpy.data.meshes.new('Other')",
+        "renamed": "bpy.data.objects['Cube'].name = 'Box'",
+    }
+
+    async def script(client: SdkClient) -> tuple[Any, list[Any], Any]:
+        await client.call_tool("execute_blender_code", {"code": hide})
+        told = [await client.call_tool("execute_blender_code", {"code": code}) for code in changes.values()]
+        undone = await client.call_tool("undo_agent_steps", {"steps": 3})
+        return told, undone, _on_main(bridge, lambda: bpy.data.objects["Cube"].location.x)
+
+    told, undone, x_after_undo = _calls(bridge, "2026-07-28", script)
+    summaries = [answer.structured["changes"] for answer in told]
+    assert summaries[0]["transformed"] == ["Cube"] and summaries[1]["data_changed"] == ["Cube"], summaries
+    assert "shading_changed" not in summaries[1], summaries  # Blender re-shaded all it evaluates: no look changed
+    assert summaries[2]["renamed"] == [{"from": "Cube", "to": "Box"}], summaries
+    assert not undone.is_error, undone.text
+    assert x_after_undo == 0.0
