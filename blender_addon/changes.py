@@ -172,17 +172,21 @@ class Members:
         )
 
     def changed_in(self, now: Members) -> list[str]:
-        """The collections of `now` whose members or settings differ from these (a new one when it has members), by
-        name."""
+        """The collections of `now` whose name, members or settings differ from these (a new one when it has
+        members), by name."""
         names = []
         for uid, (name, objects, children, settings) in now.by_uid.items():
             old = self.by_uid.get(uid)
             if old is None:
                 moved = bool(objects or children)
             else:  # the bytes differ when only the order moved (unlinked, linked again): sets decide then
-                moved = old[3] != settings or (
-                    (old[1], old[2]) != (objects, children)
-                    and (_as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children))
+                moved = (
+                    old[0] != name
+                    or old[3] != settings
+                    or (
+                        (old[1], old[2]) != (objects, children)
+                        and (_as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children))
+                    )
                 )
             if moved:
                 names.append(name)

@@ -892,3 +892,17 @@ def test_an_object_blender_does_not_evaluate_is_told_moved_renamed_and_given_new
     assert summaries[2]["renamed"] == [{"from": "Cube", "to": "Box"}], summaries
     assert not undone.is_error, undone.text
     assert x_after_undo == 0.0
+
+
+def test_a_collection_renamed_alone_is_told_by_its_new_name_and_undone(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        changed = await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.collections['Collection'].name = 'Props'"}
+        )
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return changed, undone, _on_main(bridge, lambda: sorted(c.name for c in bpy.data.collections))
+
+    changed, undone, names = _calls(bridge, "2026-07-28", script)
+    assert changed.structured["changes"]["collections_changed"] == ["Props"], changed.structured
+    assert not undone.is_error and "collections_changed" in undone.structured["changes"], undone.text
+    assert names == ["Collection"]
