@@ -31,6 +31,8 @@ class ConsoleLog:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._out = self._open()
         self._thread: threading.Thread | None = None
+        self.printed = threading.Event()
+        """Set at each line the child prints (it says so when it has published its endpoint): a waiter wakes then."""
 
     def follow(self, pipe: BinaryIO) -> None:
         self._thread = threading.Thread(target=self._copy, args=(pipe,), name="hermes-console-log", daemon=True)
@@ -46,6 +48,7 @@ class ConsoleLog:
         with contextlib.suppress(OSError, ValueError):
             for line in pipe:
                 self.write(line)
+                self.printed.set()
 
     def write(self, data: bytes) -> None:
         if self._out.tell() + len(data) > self._max_bytes and self._out.tell() > 0:

@@ -26,7 +26,8 @@ from .resources import ADDON_SOURCE
 STOP_TIMEOUT = 3.0
 """Seconds a stopping bridge gets before Blender is killed: the bridge's own stop takes at most about one."""
 POLL_INTERVAL = 0.02
-"""Seconds between two looks at the runtime file while Blender starts."""
+"""Seconds between two looks at the runtime file while Blender starts, at most: each line Blender prints (its
+"started" line follows the publication) brings the next look forward."""
 EXIT_TIMEOUT = 30.0
 """Seconds a Blender whose bridge has stopped gets to exit (Blender's own teardown, slow on a loaded machine)."""
 
@@ -112,14 +113,15 @@ class HeadlessBlender:
         return self.endpoint
 
     def _wait_until_published(self) -> LiveEndpoint:
-        assert self._process is not None
+        assert self._process is not None and self._console is not None
         spec = RuntimeFileSpec(path=str(self.runtime_file))
         deadline = time.monotonic() + self._startup_timeout
+        printed = self._console.printed
         while time.monotonic() < deadline:
+            printed.clear()  # before the look: a line printed after it ends the wait below at once
             code = self._process.poll()
             if code is not None:
-                if self._console is not None:
-                    self._console.close()  # all it printed is in the log before the tail is read
+                self._console.close()  # all it printed is in the log before the tail is read
                 raise HeadlessStartError(f"Blender exited with code {code} before serving:\n{self.log_tail()}")
             try:
                 endpoint = read_live_endpoint(spec, HostFacts())
@@ -127,7 +129,7 @@ class HeadlessBlender:
                 endpoint = None
             if endpoint is not None and endpoint.pid == self._process.pid:
                 return endpoint
-            time.sleep(POLL_INTERVAL)
+            printed.wait(POLL_INTERVAL)
         self.stop()
         raise HeadlessStartError(
             f"Blender did not publish its endpoint within {self._startup_timeout:g} s:\n{self.log_tail()}"

@@ -141,6 +141,17 @@ def test_a_busy_port_is_a_clear_start_error(tmp_path: Path) -> None:
     assert not (tmp_path / "server.json").exists()
 
 
+@pytest.mark.timeout(120)
+def test_a_start_is_noticed_when_blender_says_it_started_not_at_the_next_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runtime file is looked at again at each line Blender prints (its "started" line follows the
+    publication): with looks an hour apart, the start is still noticed at once (broken: the test's timeout)."""
+    monkeypatch.setattr("hermes_blender.headless.POLL_INTERVAL", 3600.0)
+    with HeadlessBlender(tmp_path / "server.json") as blender:
+        assert blender.endpoint.pid == blender.pid
+
+
 def test_a_newer_blender_takes_over_the_runtime_file_and_the_older_keeps_its_hands_off(tmp_path: Path) -> None:
     path = tmp_path / "server.json"
     with HeadlessBlender(path) as older:
