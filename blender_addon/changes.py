@@ -76,16 +76,17 @@ STRUCTURE = ("Collection", "Scene")
 """Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
 
 
-Pose = tuple[tuple[float, ...], int, int]
-"""Where an object is and what it is made of: its matrix_basis, its parent's and its data's session uids (0: none)."""
+Pose = tuple[tuple[float, ...], str, int, tuple[float, ...], int]
+"""Where an object is and what it is made of: its matrix_basis and rotation mode, its parent's session uid (0: none)
+and parent inverse matrix, its data's session uid (0: none)."""
 
 
 @dataclass
 class Objects:
     """The objects at one moment, read in C: names and hidden flags by session uid (unique while Blender runs), and
     the pose of each object the depsgraph does not evaluate (hidden in the viewport, in a hidden or excluded
-    collection, in no scene of the view layer): Blender names no update of theirs, so only a comparison tells that
-    one moved."""
+    collection, in no scene of the view layer, and needed by no object that is evaluated): Blender names no update of
+    theirs, so only a comparison tells that one moved."""
 
     by_uid: dict[int, tuple[str, bool, bool]]
     unseen: dict[int, tuple[Any, Pose]] = field(default_factory=dict)
@@ -114,15 +115,22 @@ class Objects:
         for collection in hidden_collections:
             shown.difference_update(array.array("I", _uids(collection.all_objects)))
         left_out = {uid for uid, hide in zip(uids, hidden, strict=True) if hide or uid not in shown}
-        unseen = {obj.session_uid: (obj, _pose(obj)) for obj in bpy.data.objects if obj.session_uid in left_out}
-        return cls(by_uid, unseen, len(left_out & in_layer))
+        depsgraph = view_layer.depsgraph if view_layer is not None else None
+        unseen = {
+            obj.session_uid: (obj, _pose(obj))
+            for obj in bpy.data.objects
+            if obj.session_uid in left_out and not (depsgraph and obj.evaluated_get(depsgraph).is_evaluated)
+        }  # a hidden object another one needs (a boolean's cutter, a parent) is evaluated: the depsgraph names it
+        return cls(by_uid, unseen, len(unseen.keys() & in_layer))
 
 
 def _pose(obj: Any) -> Pose:
     parent, data = obj.parent, obj.data
     return (
         tuple(value for row in obj.matrix_basis for value in row),
+        obj.rotation_mode,
         parent.session_uid if parent is not None else 0,
+        tuple(value for row in obj.matrix_parent_inverse for value in row),
         data.session_uid if data is not None else 0,
     )
 
@@ -696,9 +704,9 @@ class Scene:
             if old[0] != name:
                 lists["renamed"].append({"from": old[0], "to": name})
                 known[uid] = (name, old[1], old[2])
-            if now[:2] != pose[:2]:
+            if now[:4] != pose[:4]:
                 lists["transformed"].append(name)
-            if now[2] != pose[2]:
+            if now[4] != pose[4]:
                 lists["data_changed"].append(name)
             self._objects.unseen[uid] = (obj, now)
 

@@ -861,10 +861,11 @@ def test_a_frame_the_agent_moves_to_with_nothing_animated_is_told(bridge: Any) -
 
 LEFT_OUT = {
     "hidden in the viewport": "bpy.data.objects['Cube'].hide_viewport = True",
-    "in a hidden collection": "bpy.data.collections['Collection'].hide_viewport = True",
-    "in an excluded collection": "bpy.context.view_layer.layer_collection.children['Collection'].exclude = True",
+    "in a hidden collection": COLLECTION_SETTINGS["hidden in the viewport"],
+    "in an excluded collection": COLLECTION_SETTINGS["excluded from the view layer"],
     "in no scene": "bpy.data.collections['Collection'].objects.unlink(bpy.data.objects['Cube'])",
 }
+"""Ways of putting the Cube where the depsgraph does not evaluate it."""
 
 
 @pytest.mark.parametrize("hide", LEFT_OUT.values(), ids=LEFT_OUT.keys())
@@ -873,25 +874,51 @@ def test_an_object_blender_does_not_evaluate_is_told_moved_renamed_and_given_new
 ) -> None:
     """The depsgraph names no update of an object it leaves out: the summary compares their poses, so moving a
     hidden object is a step the agent can take back, not "nothing changed"."""
-    changes = {
-        "transformed": "bpy.data.objects['Cube'].location.x = 7",
-        "data_changed": "bpy.data.objects['Cube'].data = bpy.data.meshes.new('Other')",
-        "renamed": "bpy.data.objects['Cube'].name = 'Box'",
-    }
+    cube = "bpy.data.objects['Cube']"
+    changes = [
+        (f"{cube}.location.x = 7", "transformed"),
+        (f"{cube}.rotation_mode = 'QUATERNION'", "transformed"),
+        (f"import mathutils\n{cube}.matrix_parent_inverse = mathutils.Matrix.Translation((0, 0, 5))", "transformed"),
+        (f"{cube}.data = bpy.data.meshes.new('Other')", "data_changed"),
+        (f"{cube}.name = 'Box'", "renamed"),
+    ]
 
     async def script(client: SdkClient) -> tuple[Any, list[Any], Any]:
         await client.call_tool("execute_blender_code", {"code": hide})
-        told = [await client.call_tool("execute_blender_code", {"code": code}) for code in changes.values()]
-        undone = await client.call_tool("undo_agent_steps", {"steps": 3})
-        return told, undone, _on_main(bridge, lambda: bpy.data.objects["Cube"].location.x)
+        told = [await client.call_tool("execute_blender_code", {"code": code}) for code, _ in changes]
+        undone = await client.call_tool("undo_agent_steps", {"steps": len(changes)})
+        cube = _on_main(bridge, lambda: bpy.data.objects["Cube"])
+        return told, undone, (cube.location.x, cube.rotation_mode, cube.matrix_parent_inverse.translation.z)
 
-    told, undone, x_after_undo = _calls(bridge, "2026-07-28", script)
-    summaries = [answer.structured["changes"] for answer in told]
-    assert summaries[0]["transformed"] == ["Cube"] and summaries[1]["data_changed"] == ["Cube"], summaries
-    assert "shading_changed" not in summaries[1], summaries  # Blender re-shaded all it evaluates: no look changed
-    assert summaries[2]["renamed"] == [{"from": "Cube", "to": "Box"}], summaries
+    told, undone, after_undo = _calls(bridge, "2026-07-28", script)
+    summaries = [answer.structured.get("changes", {}) for answer in told]
+    for summary, (_, key) in zip(summaries, changes, strict=True):
+        assert summary.get(key) == ([{"from": "Cube", "to": "Box"}] if key == "renamed" else ["Cube"]), summaries
+    assert "shading_changed" not in summaries[3], summaries  # Blender re-shaded all it evaluates: no look changed
     assert not undone.is_error, undone.text
-    assert x_after_undo == 0.0
+    assert after_undo == (0.0, "XYZ", 0.0)
+
+
+def test_a_hidden_object_blender_evaluates_for_another_does_not_hide_the_others_shading(bridge: Any) -> None:
+    """A boolean's hidden cutter is evaluated (the cube needs it): it counts among the objects Blender re-shades,
+    so every other object's colour changed is a look that changed, not a rebuild."""
+    setup = (
+        "cutter = bpy.data.objects.new('Cutter', bpy.data.meshes.new('CutterMesh'))\n"
+        "bpy.context.scene.collection.objects.link(cutter)\n"
+        "bpy.data.objects['Cube'].modifiers.new('Cut', 'BOOLEAN').object = cutter\n"
+        "cutter.hide_viewport = True"
+    )
+    recolour = (
+        "for name in ('Cube', 'Light', 'Camera'):\n    bpy.data.objects[name].color = (1, 0, 0, 1)\n"
+        "bpy.data.objects['Cube'].location.x = 2"
+    )
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": setup})
+        return await client.call_tool("execute_blender_code", {"code": recolour})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert sorted(told["shading_changed"]) == ["Camera", "Cube", "Light"], told
 
 
 def test_a_collection_renamed_alone_is_told_by_its_new_name_and_undone(bridge: Any) -> None:
