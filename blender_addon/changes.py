@@ -510,10 +510,11 @@ class Scene:
     def end(self, author: str) -> Summary:
         """The job ended: its summary, also kept in the journal as `author`'s."""
         try:
-            self._span.tagged(_evaluate())
+            self._reinstall()  # agent code that removed the handlers in this job: its own changes are still told
+            _evaluate()
             if self._span.empty() and not self._replaced and self._moment.frame == _frame():
                 return merge([])  # most calls: nothing to compare, nothing to keep
-            summary = self._summary(self._take_span())
+            summary = self._summary(self._take_span(), unnamed=True)
             if self._replaced:
                 summary = merge([*self._replaced, summary])
             self._record(author, summary)
@@ -527,7 +528,7 @@ class Scene:
         """Close the open span between jobs (the user's edits so far), so a reader or a job after it sees them."""
         if self._in_job:
             return
-        self._span.tagged(_evaluate())
+        _evaluate()
         if not self._span.empty() or self._moment.frame != _frame():
             self._record(self._between, self._summary(self._take_span()))
 
@@ -541,8 +542,7 @@ class Scene:
         first (between jobs) or kept (inside a job: the job's own changes stay its own), what the depsgraph names
         inside is dropped, and the scene's revision is what it was."""
         self.settle()
-        self._span.tagged(bpy.context.view_layer.depsgraph)  # the open span's pending tags stay its own
-        _evaluate()
+        _evaluate()  # the open span's pending tags stay its own
         kept, self._span = self._span, Touched()
         revision = scene_index.revision()
         try:
@@ -604,9 +604,12 @@ class Scene:
 
     # The summary ------------------------------------------------------------------------------
 
-    def _summary(self, span: Touched, whole: dict[str, list[str]] | None = None) -> Summary:
+    def _summary(self, span: Touched, whole: dict[str, list[str]] | None = None, *, unnamed: bool = False) -> Summary:
         """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
-        comparing names (every datablock was replaced, so uids say nothing)."""
+        comparing names (every datablock was replaced, so uids say nothing). `unnamed`: an agent's job, whose
+        kinds tagged that nothing names are told too while some object is left out of the depsgraph (an unused
+        datablock made and removed tags its kind the same way; between jobs the bridge's own reads tag datablocks
+        they make and remove, and the GUI's undo mark catches a person's such edit)."""
         before = self._moment
         frame_moved = before.frame != _frame()
         if not span.empty() or frame_moved:
@@ -649,6 +652,8 @@ class Scene:
                 self._selected = selected
         if span.files:
             summary["file"] = span.files
+        if unnamed and whole is None and self._objects.unseen and (kinds := _unnamed(span, summary)):
+            summary["unnamed_changed"] = kinds
         if reshaded and len(summary) == 1:  # nothing else moved: the look did (every object's colour), a step
             summary["shading_changed"] = reshaded
         summary["changed"] = len(summary) > 1
@@ -723,6 +728,31 @@ class Scene:
         return moved
 
 
+COMPARED = frozenset({"SCENE", "COLLECTION"})
+"""Kinds whose changes are found by comparing (scene settings, collections): their tags alone say nothing."""
+OBJECT_WORDS = ("added", "removed", "renamed", "transformed", "data_changed", "shading_changed", "visibility_changed")
+
+
+def _unnamed(span: Touched, summary: Summary) -> list[str]:
+    """The kinds Blender tagged in `span` of which nothing was named or counted: a hidden object's modifier or mesh
+    edited, or the material or light only hidden objects use (the depsgraph leaves them out, so nothing says which),
+    or an unused datablock. Told so that the call is a step: otherwise the agent's next undo would take the edit back
+    unsaid. Blender tags every kind of LOOKS at once for an edit of any one of them: they are told as "shading"."""
+    words = set()
+    for kind in span.kinds - COMPARED:
+        word = KINDS.get(kind)
+        if word is None or word in span.others or word in summary.get("datablocks", ()):
+            continue
+        if kind == "OBJECT" and any(key in summary for key in (*OBJECT_WORDS, "selection", "active_object")):
+            continue
+        if kind in LOOKS:
+            if any(KINDS[look] in span.others for look in LOOKS):
+                continue  # a shading datablock the depsgraph named: the others' tags came with it
+            word = "shading"
+        words.add(word)
+    return sorted(words)
+
+
 LOOKS = frozenset({"MATERIAL", "NODETREE", "WORLD", "IMAGE", "TEXTURE", "LIGHT"})
 """Kinds of datablock whose change changes how objects look."""
 
@@ -739,9 +769,14 @@ def _everything_reshaded(span: Touched, unseen: int) -> bool:
 
 
 def _evaluate() -> Any:
-    """Evaluate the depsgraph (the handler folds its updates into the open span); the view layer's depsgraph."""
-    bpy.context.evaluated_depsgraph_get()
-    return bpy.context.view_layer.depsgraph
+    """Evaluate what is tagged and clear the tags: the handler folds the updates and the kinds tagged into the open
+    span first. Asking for the evaluated depsgraph alone leaves the kinds tagged when nothing in it was updated (an
+    edit of a hidden object, an unused datablock): Blender clears them only after an evaluation it runs the handlers
+    for, so every later span would see them again. The view layer's depsgraph."""
+    bpy.context.evaluated_depsgraph_get()  # built if it was not
+    depsgraph = bpy.context.view_layer.depsgraph
+    depsgraph.update()  # the handlers run if anything was tagged, then the tags are cleared
+    return depsgraph
 
 
 def _frame() -> int:
@@ -768,6 +803,7 @@ LISTS = (
     "visibility_changed",
     "collections_changed",
     "datablocks_changed",
+    "unnamed_changed",
 )
 
 
@@ -898,6 +934,7 @@ def said(summary: dict[str, Any]) -> str:
         "visibility_changed": "changed the visibility of",
         "collections_changed": "changed the collections",
         "datablocks_changed": "changed",
+        "unnamed_changed": "changed hidden or unused",
     }
     counts = summary.get("counts", {})
     for key, verb in words.items():

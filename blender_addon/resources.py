@@ -127,8 +127,9 @@ def touched(summary: dict[str, Any], wanted: frozenset[str], *, history_moved: b
     it or the active object moved; an object when the summary names it (renames under both names). A file loaded
     or Blender's history moved (an undo, the user's Ctrl+Z) replaced every datablock, and a change of collection
     membership names collections only: then every object and the selection may read differently; so too after the
-    agent's own undo or redo (`history_moved`), whose summary names what its steps named, and when the summary's
-    names were cut at the answer budget (the objects past the cut are named nowhere)."""
+    agent's own undo or redo (`history_moved`), whose summary names what its steps named, when the summary's
+    names were cut at the answer budget (the objects past the cut are named nowhere), and when it names only kinds
+    (`unnamed_changed`: a hidden object's edit, which nothing says is whose)."""
     uris = {SCENE.uri, FILE.uri, HISTORY.uri}
     replaced = history_moved or any(event.get("event") != "saved" for event in summary.get("file", ()))
     if replaced or "selection" in summary or "active_object" in summary:
@@ -137,7 +138,7 @@ def touched(summary: dict[str, Any], wanted: frozenset[str], *, history_moved: b
     for uri in wanted:
         if uri.startswith(OBJECT.prefix):
             spellings.setdefault(unquote(uri[len(OBJECT.prefix) :]), []).append(uri)
-    if replaced or "collections_changed" in summary or summary.get("cut_at_budget"):
+    if replaced or "collections_changed" in summary or "unnamed_changed" in summary or summary.get("cut_at_budget"):
         uris.update(uri for found in spellings.values() for uri in found)
     elif spellings:
         named = {name for key in OBJECT_LISTS for name in summary.get(key, ())}

@@ -500,11 +500,16 @@ def test_code_that_runs_undo_itself_ends_the_history_and_says_so(bridge: Any) ->
 def test_handlers_agent_code_removes_are_put_back_and_changes_are_still_told(bridge: Any) -> None:
     clear = "bpy.app.handlers.depsgraph_update_post.clear()\nbpy.app.handlers.load_post.clear()"
 
-    async def script(client: SdkClient) -> Any:
-        await client.call_tool("execute_blender_code", {"code": clear})
-        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 3"})
+    async def script(client: SdkClient) -> tuple[Any, Any]:
+        cleared = await client.call_tool(
+            "execute_blender_code", {"code": f"{clear}\nbpy.data.objects['Light'].location.x = 2"}
+        )
+        return cleared, await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 3"}
+        )
 
-    moved = _calls(bridge, "2026-07-28", script)
+    cleared, moved = _calls(bridge, "2026-07-28", script)
+    assert cleared.structured["changes"]["transformed"] == ["Light"]  # put back before the job's own span closed
     assert moved.structured["changes"]["transformed"] == ["Cube"]
 
 
@@ -933,3 +938,53 @@ def test_a_collection_renamed_alone_is_told_by_its_new_name_and_undone(bridge: A
     assert changed.structured["changes"]["collections_changed"] == ["Props"], changed.structured
     assert not undone.is_error and "collections_changed" in undone.structured["changes"], undone.text
     assert names == ["Collection"]
+
+
+HIDDEN_EDITS = {
+    "a modifier's setting": ("bpy.data.objects['Cube'].modifiers['Sub'].levels = 3", "objects"),
+    "a vertex of its mesh": ("bpy.data.objects['Cube'].data.vertices[0].co.x = 9", "meshes"),
+    "its material's roughness": ("bpy.data.materials['Material'].roughness = 0.25", "shading"),
+    "a hidden light's energy": ("bpy.data.lights['Light'].energy = 5", "shading"),
+}
+
+
+@pytest.mark.parametrize(("code", "kind"), HIDDEN_EDITS.values(), ids=HIDDEN_EDITS.keys())
+def test_an_edit_inside_a_hidden_object_is_a_step_of_its_own_so_the_next_undo_keeps_it(
+    bridge: Any, code: str, kind: str
+) -> None:
+    """Blender names nothing of a hidden object's data (it does not evaluate it): the kind tagged is told, so the
+    edit is a step, and undoing the agent's next call does not take it back unsaid."""
+    setup = (
+        "bpy.data.objects['Cube'].modifiers.new('Sub', 'SUBSURF')\n"
+        "for name in ('Cube', 'Light'):\n    bpy.data.objects[name].hide_viewport = True"
+    )
+    read = "result = {'value': [" + code.split(" = ")[0] + "]}"
+
+    async def script(client: SdkClient) -> tuple[Any, list[Any]]:
+        await client.call_tool("execute_blender_code", {"code": setup})
+        edited = await client.call_tool("execute_blender_code", {"code": code})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Camera'].location.x = 4"})
+        values = []
+        for _ in range(2):
+            assert not (await client.call_tool("undo_agent_steps", {"steps": 1})).is_error
+            values.append((await client.call_tool("execute_blender_code", {"code": read})).structured["result"])
+        return edited, values
+
+    edited, (after_one_undo, after_two) = _calls(bridge, "2026-07-28", script)
+    told = edited.structured["changes"]
+    assert told["unnamed_changed"] == [kind] and f"changed hidden or unused {kind}" in told["said"], told
+    assert after_one_undo != after_two, (after_one_undo, after_two)  # the first undo kept the edit, the second took it
+
+
+def test_a_visible_material_edited_beside_a_hidden_object_is_named_and_nothing_more(bridge: Any) -> None:
+    """Blender tags every shading kind for one material's edit: with the material named, the others' tags are its
+    own, not a hidden object's edit."""
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Light'].hide_viewport = True"})
+        return await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.materials['Material'].roughness = 0.25"}
+        )
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert "materials/Material" in told["datablocks_changed"] and "unnamed_changed" not in told, told
