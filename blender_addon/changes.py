@@ -92,6 +92,9 @@ class Objects:
     unseen: dict[int, tuple[Any, Pose]] = field(default_factory=dict)
     unseen_in_layer: int = 0
     """How many of `unseen` are in the view layer's objects (those Blender evaluates are the rest)."""
+    unseen_uses: frozenset[str] = frozenset()
+    """The kinds (`id_type`) of what `unseen` objects are made of: their data, and LOOKS when one has a material or
+    is a light."""
 
     @classmethod
     def read(cls) -> Objects:
@@ -121,7 +124,13 @@ class Objects:
             for obj in bpy.data.objects
             if obj.session_uid in left_out and not (depsgraph and obj.evaluated_get(depsgraph).is_evaluated)
         }  # a hidden object another one needs (a boolean's cutter, a parent) is evaluated: the depsgraph names it
-        return cls(by_uid, unseen, len(unseen.keys() & in_layer))
+        uses: set[str] = set()
+        for obj, _ in unseen.values():
+            if obj.data is not None:
+                uses.add(obj.data.id_type)
+            if obj.type == "LIGHT" or any(slot.material for slot in obj.material_slots):
+                uses.update(LOOKS)
+        return cls(by_uid, unseen, len(unseen.keys() & in_layer), frozenset(uses))
 
 
 def _pose(obj: Any) -> Pose:
@@ -607,9 +616,8 @@ class Scene:
     def _summary(self, span: Touched, whole: dict[str, list[str]] | None = None, *, unnamed: bool = False) -> Summary:
         """What `span` changed, from the last closed moment to now. `whole`: additions and removals found by
         comparing names (every datablock was replaced, so uids say nothing). `unnamed`: an agent's job, whose
-        kinds tagged that nothing names are told too while some object is left out of the depsgraph (an unused
-        datablock made and removed tags its kind the same way; between jobs the bridge's own reads tag datablocks
-        they make and remove, and the GUI's undo mark catches a person's such edit)."""
+        edits inside objects the depsgraph leaves out are told by kind (`_unnamed`; between jobs the bridge's own
+        reads tag datablocks they make and remove, and the GUI's undo mark catches a person's such edit)."""
         before = self._moment
         frame_moved = before.frame != _frame()
         if not span.empty() or frame_moved:
@@ -652,7 +660,7 @@ class Scene:
                 self._selected = selected
         if span.files:
             summary["file"] = span.files
-        if unnamed and whole is None and self._objects.unseen and (kinds := _unnamed(span, summary)):
+        if unnamed and whole is None and (kinds := _unnamed(span, summary, self._objects.unseen_uses)):
             summary["unnamed_changed"] = kinds
         if reshaded and len(summary) == 1:  # nothing else moved: the look did (every object's colour), a step
             summary["shading_changed"] = reshaded
@@ -728,26 +736,22 @@ class Scene:
         return moved
 
 
-COMPARED = frozenset({"SCENE", "COLLECTION"})
-"""Kinds whose changes are found by comparing (scene settings, collections): their tags alone say nothing."""
-OBJECT_WORDS = ("added", "removed", "renamed", "transformed", "data_changed", "shading_changed", "visibility_changed")
-
-
-def _unnamed(span: Touched, summary: Summary) -> list[str]:
-    """The kinds Blender tagged in `span` of which nothing was named or counted: a hidden object's modifier or mesh
-    edited, or the material or light only hidden objects use (the depsgraph leaves them out, so nothing says which),
-    or an unused datablock. Told so that the call is a step: otherwise the agent's next undo would take the edit back
-    unsaid. Blender tags every kind of LOOKS at once for an edit of any one of them: they are told as "shading"."""
+def _unnamed(span: Touched, summary: Summary, uses: frozenset[str]) -> list[str]:
+    """Of the kinds hidden objects are made of (`uses`), those Blender tagged in `span` of which nothing was named
+    or counted: a vertex of a hidden object's mesh, the material or light only hidden objects use (the depsgraph
+    leaves them out, so nothing says which). Told so that the call is a step: otherwise the agent's next undo would
+    take the edit back unsaid. Objects themselves are compared (`Scene._unseen_changed`), never guessed: Blender
+    tags objects for a selection set again, a relink or any datablock removed. Blender tags every kind of LOOKS at
+    once for an edit of any one of them: they are told as "shading"."""
+    counted = summary.get("datablocks", {})
     words = set()
-    for kind in span.kinds - COMPARED:
+    for kind in span.kinds & uses:
         word = KINDS.get(kind)
-        if word is None or word in span.others or word in summary.get("datablocks", ()):
-            continue
-        if kind == "OBJECT" and any(key in summary for key in (*OBJECT_WORDS, "selection", "active_object")):
+        if word is None or word in span.others or word in counted:
             continue
         if kind in LOOKS:
-            if any(KINDS[look] in span.others for look in LOOKS):
-                continue  # a shading datablock the depsgraph named: the others' tags came with it
+            if any(KINDS[look] in span.others or KINDS[look] in counted for look in LOOKS):
+                continue  # a shading datablock named or counted: the others' tags came with it
             word = "shading"
         words.add(word)
     return sorted(words)

@@ -941,23 +941,19 @@ def test_a_collection_renamed_alone_is_told_by_its_new_name_and_undone(bridge: A
 
 
 HIDDEN_EDITS = {
-    "a modifier's setting": ("bpy.data.objects['Cube'].modifiers['Sub'].levels = 3", "objects"),
-    "a vertex of its mesh": ("bpy.data.objects['Cube'].data.vertices[0].co.x = 9", "meshes"),
-    "its material's roughness": ("bpy.data.materials['Material'].roughness = 0.25", "shading"),
-    "a hidden light's energy": ("bpy.data.lights['Light'].energy = 5", "shading"),
+    "a vertex of its mesh": ("Cube", "bpy.data.objects['Cube'].data.vertices[0].co.x = 9", "meshes"),
+    "its material's roughness": ("Cube", "bpy.data.materials['Material'].roughness = 0.25", "shading"),
+    "a hidden light's energy": ("Light", "bpy.data.lights['Light'].energy = 5", "shading"),
 }
 
 
-@pytest.mark.parametrize(("code", "kind"), HIDDEN_EDITS.values(), ids=HIDDEN_EDITS.keys())
+@pytest.mark.parametrize(("hidden", "code", "kind"), HIDDEN_EDITS.values(), ids=HIDDEN_EDITS.keys())
 def test_an_edit_inside_a_hidden_object_is_a_step_of_its_own_so_the_next_undo_keeps_it(
-    bridge: Any, code: str, kind: str
+    bridge: Any, hidden: str, code: str, kind: str
 ) -> None:
     """Blender names nothing of a hidden object's data (it does not evaluate it): the kind tagged is told, so the
     edit is a step, and undoing the agent's next call does not take it back unsaid."""
-    setup = (
-        "bpy.data.objects['Cube'].modifiers.new('Sub', 'SUBSURF')\n"
-        "for name in ('Cube', 'Light'):\n    bpy.data.objects[name].hide_viewport = True"
-    )
+    setup = f"bpy.data.objects['{hidden}'].hide_viewport = True"
     read = "result = {'value': [" + code.split(" = ")[0] + "]}"
 
     async def script(client: SdkClient) -> tuple[Any, list[Any]]:
@@ -988,3 +984,45 @@ def test_a_visible_material_edited_beside_a_hidden_object_is_named_and_nothing_m
 
     told = _calls(bridge, "2026-07-28", script).structured["changes"]
     assert "materials/Material" in told["datablocks_changed"] and "unnamed_changed" not in told, told
+
+
+NOTHING_DONE = {
+    "the selected object selected again": "bpy.data.objects['Cube'].select_set(True)",
+    "an object unlinked and linked again": (
+        "cube = bpy.data.objects['Cube']\nbpy.data.collections['Collection'].objects.unlink(cube)\n"
+        "bpy.data.collections['Collection'].objects.link(cube)"
+    ),
+    "a temporary object made and removed": "bpy.data.objects.remove(bpy.data.objects.new('Temporary', None))",
+    "the render engine set to itself": "scene = bpy.context.scene\nscene.render.engine = scene.render.engine",
+}
+
+
+@pytest.mark.parametrize("code", NOTHING_DONE.values(), ids=NOTHING_DONE.keys())
+def test_a_call_that_changes_nothing_beside_a_hidden_object_tells_nothing_and_takes_no_step(
+    bridge: Any, code: str
+) -> None:
+    """Blender tags objects for these with nothing changed: with a hidden object about, they are still no step (or
+    the agent's next undo would take back nothing instead of its move)."""
+
+    async def script(client: SdkClient) -> tuple[Any, Any]:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Light'].hide_viewport = True"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].location.x = 2"})
+        answer = await client.call_tool("execute_blender_code", {"code": code})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 1})
+        return answer, undone
+
+    answer, undone = _calls(bridge, "2026-07-28", script)
+    assert "changes" not in answer.structured, answer.structured
+    assert undone.structured["changes"]["transformed"] == ["Cube"], undone.text
+
+
+def test_a_material_removed_beside_a_hidden_object_is_counted_not_told_as_a_hidden_edit(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.materials.new('Spare')"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].hide_viewport = True"})
+        return await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.materials.remove(bpy.data.materials['Spare'])"}
+        )
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert told["datablocks"] == {"materials": -1} and "unnamed_changed" not in told, told
