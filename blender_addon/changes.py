@@ -670,8 +670,9 @@ class Scene:
 
     def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, regrouped: bool) -> list[str]:
         """Fill `lists` with what the depsgraph named of known objects and what moved of those it leaves out (and
-        additions, removals, visibility when objects joined, left or changed collections: `regrouped`); answer the objects whose shading went untold because Blender re-shaded them all
-        for a rebuild of its relations (`_everything_reshaded`)."""
+        additions, removals, visibility when objects joined, left or changed collections: `regrouped`); answer the
+        objects whose shading went untold because Blender re-shaded them all for a rebuild of its relations
+        (`_everything_reshaded`)."""
         known = self._objects.by_uid
         rebuilt = not span.structure and _everything_reshaded(span, self._objects.unseen_in_layer)
         untold: list[str] = []
@@ -772,15 +773,13 @@ def _everything_reshaded(span: Touched, unseen: int) -> bool:
     )
 
 
-def _evaluate() -> Any:
+def _evaluate() -> None:
     """Evaluate what is tagged and clear the tags: the handler folds the updates and the kinds tagged into the open
     span first. Asking for the evaluated depsgraph alone leaves the kinds tagged when nothing in it was updated (an
     edit of a hidden object, an unused datablock): Blender clears them only after an evaluation it runs the handlers
-    for, so every later span would see them again. The view layer's depsgraph."""
+    for, so every later span would see them again."""
     bpy.context.evaluated_depsgraph_get()  # built if it was not
-    depsgraph = bpy.context.view_layer.depsgraph
-    depsgraph.update()  # the handlers run if anything was tagged, then the tags are cleared
-    return depsgraph
+    bpy.context.view_layer.depsgraph.update()  # the handlers run if anything was tagged, then the tags are cleared
 
 
 def _frame() -> int:
