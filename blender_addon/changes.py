@@ -159,6 +159,8 @@ class Members:
     removed or hidden, so only a comparison says which collections changed."""
 
     by_uid: dict[int, tuple[str, bytes, bytes, tuple[Any, ...]]]
+    tops: frozenset[int] = frozenset()
+    """The scenes' top collections: named after their scene, so a scene's rename is no rename of theirs."""
 
     @classmethod
     def read(cls) -> Members:
@@ -185,7 +187,8 @@ class Members:
                     ),
                 )
                 for c, name in named
-            }
+            },
+            frozenset(scene.collection.session_uid for scene in bpy.data.scenes),
         )
 
     def changed_in(self, now: Members) -> list[str]:
@@ -198,7 +201,7 @@ class Members:
                 moved = bool(objects or children)
             else:  # the bytes differ when only the order moved (unlinked, linked again): sets decide then
                 moved = (
-                    old[0] != name
+                    (old[0] != name and uid not in now.tops)
                     or old[3] != settings
                     or (
                         (old[1], old[2]) != (objects, children)

@@ -927,7 +927,14 @@ def test_a_hidden_object_blender_evaluates_for_another_does_not_hide_the_others_
 
 
 def test_a_collection_renamed_alone_is_told_by_its_new_name_and_undone(bridge: Any) -> None:
+    """Another scene renamed renames nothing of its top collection ("Scene Collection (<scene>)"): a later call that
+    re-reads the collections does not tell it."""
+    other_scene = "bpy.data.scenes.new('Other').collection.objects.link(bpy.data.objects['Camera'])"
+    rename_it = "bpy.data.scenes['Other'].name = 'Elsewhere'"
+
     async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        for code in (other_scene, rename_it):
+            await client.call_tool("execute_blender_code", {"code": code})
         changed = await client.call_tool(
             "execute_blender_code", {"code": "bpy.data.collections['Collection'].name = 'Props'"}
         )
