@@ -76,9 +76,10 @@ STRUCTURE = ("Collection", "Scene")
 """Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
 
 
-Pose = tuple[tuple[float, ...], str, int, tuple[float, ...], int]
+Pose = tuple[Any, str, int, Any, int]
 """Where an object is and what it is made of: its matrix_basis and rotation mode, its parent's session uid (0: none)
-and parent inverse matrix, its data's session uid (0: none)."""
+and parent inverse matrix, its data's session uid (0: none). The matrices are copies (mathutils compares them in C:
+a fifth of the time tuples of their floats take)."""
 
 
 @dataclass
@@ -136,10 +137,10 @@ class Objects:
 def _pose(obj: Any) -> Pose:
     parent, data = obj.parent, obj.data
     return (
-        tuple(value for row in obj.matrix_basis for value in row),
+        obj.matrix_basis.copy(),
         obj.rotation_mode,
         parent.session_uid if parent is not None else 0,
-        tuple(value for row in obj.matrix_parent_inverse for value in row),
+        obj.matrix_parent_inverse.copy(),
         data.session_uid if data is not None else 0,
     )
 
