@@ -1000,7 +1000,7 @@ NOTHING_DONE = {
         "bpy.data.collections['Collection'].objects.link(cube)"
     ),
     "a temporary object made and removed": "bpy.data.objects.remove(bpy.data.objects.new('Temporary', None))",
-    "the render engine set to itself": "scene = bpy.context.scene\nscene.render.engine = scene.render.engine",
+    "the active object made active again": "bpy.context.view_layer.objects.active = bpy.data.objects['Cube']",
 }
 
 
