@@ -17,21 +17,11 @@ import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .client_configs import (
-    CLIENTS,
-    SERVER,
-    TOOLKIT_SOURCE,
-    Launch,
-    absolute_argument,
-    find_launch,
-    host_defaults,
-    write_entry,
-)
 from .console_log import LogFileHandler
 from .contract.host import HostFacts
 from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
@@ -115,7 +105,9 @@ def _parser() -> argparse.ArgumentParser:
     connect = commands.add_parser(
         "connect", help="print (or --write) the entry that starts `hermes-blender mcp` in one MCP client's config"
     )
-    connect.add_argument("client", choices=sorted(CLIENTS), help="the MCP client to configure")
+    connect.add_argument(
+        "client", metavar="CLIENT", choices=_ClientNames(), help="the MCP client to configure: %(choices)s"
+    )
     connect.add_argument(
         "--write", action="store_true", help="merge the entry into the client's config, after a timestamped backup"
     )
@@ -313,7 +305,33 @@ def _mcp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+class _ClientNames:
+    """`connect`'s choices, the client table loaded only when argparse asks: with tomllib it is about 6 ms of a start,
+    and `mcp` answers a client's `initialize` without it."""
+
+    def __contains__(self, name: object) -> bool:
+        from .client_configs import CLIENTS
+
+        return name in CLIENTS
+
+    def __iter__(self) -> Iterator[str]:
+        from .client_configs import CLIENTS
+
+        return iter(sorted(CLIENTS))
+
+
 def _connect(args: argparse.Namespace) -> int:
+    from .client_configs import (
+        CLIENTS,
+        SERVER,
+        TOOLKIT_SOURCE,
+        Launch,
+        absolute_argument,
+        find_launch,
+        host_defaults,
+        write_entry,
+    )
+
     client = CLIENTS[args.client]
     extra: tuple[str, ...] = ()
     if args.runtime_file is not None:

@@ -2,7 +2,7 @@
 
 A client waits for that answer (Gemini CLI 5 s by default, on a loaded machine the SDK's import alone takes most
 of a second); what only a call or another command needs (psutil for the pid checks, the checks' YAML, the
-headless runner, the CLI's client) loads later, never before the handshake (docs/performance.md, cold start).
+headless runner, the CLI's client, the `connect` command's client table) loads later, never before the handshake (docs/performance.md, cold start).
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ INITIALIZE = {
     "method": "initialize",
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
 }
-NOT_BEFORE_A_CALL = ("psutil", "yaml", "hermes_blender.headless", "hermes_blender.checks", "hermes_blender.client")
+NOT_BEFORE_A_CALL = (
+    "psutil",
+    "yaml",
+    "hermes_blender.headless",
+    "hermes_blender.checks",
+    "hermes_blender.client",
+    "hermes_blender.client_configs",
+)
 
 
 @pytest.mark.timeout(60)
