@@ -45,13 +45,18 @@ def _keys(blender: GuiBlender, *keys: str) -> None:
         time.sleep(0.3)
 
 
-def _move_cube_by_hand(blender: GuiBlender) -> None:
-    """The person at Blender: pointer over the viewport, G X 2 Enter (move the selection 2 along X)."""
+def _by_hand(blender: GuiBlender, *keys: str) -> None:
+    """The person at Blender: pointer over the viewport, then these keys."""
     viewport = blender.probe(VIEWPORT)
     subprocess.run(["xdotool", "mousemove", str(viewport["x"]), str(viewport["y"])], env=blender.env, check=True)
     time.sleep(0.5)
-    _keys(blender, "g", "x", "2", "Return")
+    _keys(blender, *keys)
     time.sleep(1.0)
+
+
+def _move_cube_by_hand(blender: GuiBlender) -> None:
+    """G X 2 Enter: move the selection (the Cube) 2 along X."""
+    _by_hand(blender, "g", "x", "2", "Return")
 
 
 SCENE = (
@@ -113,6 +118,23 @@ def test_a_users_edit_after_the_agents_step_makes_undo_refuse_and_is_named_since
 
     since = own_gui.call("get_scene_changes", {"since_revision": changed["revision"]["after"]}).data()
     assert since["changes"]["transformed"] == ["Cube"]
+
+
+def test_a_user_hiding_an_object_with_h_after_the_agents_step_makes_undo_refuse_and_is_told(
+    own_gui: GuiBlender,
+) -> None:
+    """H hides the selection in the view layer, a flag Blender answers by updating the scene alone: the person's
+    hide is their edit, named, and the agent's undo would take it back, so it refuses."""
+    changed = own_gui.call("execute_blender_code", {"code": THREE_CHANGES}).data()["changes"]
+    _by_hand(own_gui, "h")
+    assert own_gui.probe("result = bpy.data.objects['Cube'].hide_get()") is True
+    own_gui.screenshot("cube-hidden-by-hand")
+
+    refused = own_gui.call("undo_agent_steps", {"steps": 1})
+    assert refused.is_error and refused.data()["state"] == "user_edited_since"
+    assert "changed the visibility of Cube" in " ".join(refused.data()["user_edits"]), refused.data()
+    since = own_gui.call("get_scene_changes", {"since_revision": changed["revision"]["after"]}).data()
+    assert since["changes"]["visibility_changed"] == ["Cube"], since
 
 
 def test_the_panel_shows_the_agents_step_and_its_undo_button_takes_it_back(own_gui: GuiBlender) -> None:
