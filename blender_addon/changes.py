@@ -27,7 +27,7 @@ from typing import Any
 import bpy
 
 from . import log
-from .stacks import Settings, stack
+from .stacks import Settings, same, stack
 from .tools import scene_index
 from .tools.base import budgeted, name_of
 
@@ -133,6 +133,8 @@ class Objects:
         for obj, _ in unseen.values():
             if obj.data is not None:
                 uses.add(obj.data.id_type)
+            if obj.particle_systems:
+                uses.add("PARTICLE")
             if obj.type == "LIGHT" or any(slot.material for slot in obj.material_slots):
                 uses.update(LOOKS)
         return cls(by_uid, unseen, len(unseen.keys() & in_layer), frozenset(uses))
@@ -168,12 +170,13 @@ class Members:
     by_uid: dict[int, tuple[str, bytes, bytes, tuple[Any, ...]]]
     tops: frozenset[int] = frozenset()
     """The scenes' top collections: named after their scene, so a scene's rename is no rename of theirs."""
-    layers: LayerFlags = field(default_factory=dict)
+    layers: LayerTree = field(default_factory=lambda: (None, {}))
     """`_layer_tree()` as read with them: the layer collections' flags change with the scene alone."""
 
     @classmethod
     def read(cls) -> Members:
-        layers = _layer_tree()
+        tree = _layer_tree()
+        layers = tree[1]
         active = bpy.context.scene
         named = [(c, name_of(c)) for c in bpy.data.collections]
         for scene in bpy.data.scenes:  # each scene's top collection is "Scene Collection": others by their scene
@@ -196,13 +199,14 @@ class Members:
                 for c, name in named
             },
             frozenset(scene.collection.session_uid for scene in bpy.data.scenes),
-            layers,
+            tree,
         )
 
     def changed_in(self, now: Members) -> list[str]:
         """The collections of `now` whose name, members or settings differ from these (a new one when it has
         members), by name."""
         names = []
+        same_layer = self.layers[0] == now.layers[0]  # else the window shows another view layer: not a change
         for uid, (name, objects, children, settings) in now.by_uid.items():
             old = self.by_uid.get(uid)
             if old is None:
@@ -210,7 +214,7 @@ class Members:
             else:  # the bytes differ when only the order moved (unlinked, linked again): sets decide then
                 moved = (
                     (old[0] != name and uid not in now.tops)
-                    or old[3] != settings
+                    or (old[3] if same_layer else old[3][:LAYER]) != (settings if same_layer else settings[:LAYER])
                     or (
                         (old[1], old[2]) != (objects, children)
                         and (_as_set(old[1]) != _as_set(objects) or _as_set(old[2]) != _as_set(children))
@@ -221,16 +225,26 @@ class Members:
         return sorted(names)
 
 
+LAYER = 4
+"""Where a collection's settings (`Members`) hold its flags in the view layer."""
 LayerFlags = dict[int, set[tuple[bool, bool]]]
+ViewLayerKey = tuple[int, str] | None
+"""Which view layer a reading is of: its scene's session uid and its name (None: no view layer)."""
+LayerTree = tuple[ViewLayerKey, LayerFlags]
 
 
-def _layer_tree() -> LayerFlags:
+def _view_layer_key() -> ViewLayerKey:
+    scene, view_layer = bpy.context.scene, bpy.context.view_layer
+    return (scene.session_uid, view_layer.name) if scene is not None and view_layer is not None else None
+
+
+def _layer_tree() -> LayerTree:
     """Each collection's (excluded, hidden) pairs in the active view layer's tree, by its session uid: the pairs its
     places have, so a collection nested in a second parent as it is in the first has changed nothing."""
     flags: LayerFlags = {}
     if bpy.context.view_layer is not None:
         _layer_flags(bpy.context.view_layer.layer_collection, flags)
-    return flags
+    return _view_layer_key(), flags
 
 
 def _layer_flags(layer: Any, flags: LayerFlags) -> None:
@@ -239,15 +253,15 @@ def _layer_flags(layer: Any, flags: LayerFlags) -> None:
         _layer_flags(child, flags)
 
 
-def _hidden_in_layer() -> frozenset[int]:
+def _hidden_in_layer() -> tuple[ViewLayerKey, frozenset[int]]:
     """The session uids of the objects hidden in the active view layer (`hide_set`, H in the viewport): a flag of
     the view layer, not of the object, so Blender updates only the scene for it. Only objects it does not show can
     be hidden so, and `hide_get` is asked of those alone (35 ms at 100,000 objects: two walks in C, one in Python)."""
     view_layer = bpy.context.view_layer
     if view_layer is None:
-        return frozenset()
+        return None, frozenset()
     unshown = set(view_layer.objects).difference(bpy.context.visible_objects)
-    return frozenset(obj.session_uid for obj in unshown if obj.hide_get())
+    return _view_layer_key(), frozenset(obj.session_uid for obj in unshown if obj.hide_get())
 
 
 def _as_set(uids: bytes) -> set[int]:
@@ -414,7 +428,7 @@ class Scene:
         self._counts: dict[str, int] = {}
         self._moment = Moment(0, 0, "", None, "")
         self._selected: tuple[str, ...] | None = None
-        self._layer_hidden: frozenset[int] = frozenset()
+        self._layer_hidden: tuple[ViewLayerKey, frozenset[int]] = (None, frozenset())
         self._span = Touched()
         self._in_job = False
         self._replaced: list[Summary] = []
@@ -668,7 +682,8 @@ class Scene:
         if whole is None:
             known = self._objects.by_uid
             # a layer collection's eye (its hide_viewport) updates the scene alone
-            layers_moved = span.scene and _layer_tree() != self._members.layers
+            tree = _layer_tree() if span.scene else None
+            layers_moved = tree is not None and tree[0] == self._members.layers[0] and tree != self._members.layers
             regrouped = span.structure or "COLLECTION" in span.kinds or layers_moved
             reshaded = self._objects_changed(span, lists, regrouped=regrouped or "objects" in moved)
             if regrouped:
@@ -747,9 +762,11 @@ class Scene:
     def _hidden_or_shown_in_layer(self, known: dict[int, Any]) -> list[str]:
         """The objects hidden or shown in the view layer since it was last read, by name: of those `known` before
         and still there (one added or removed is told as that)."""
-        hidden = _hidden_in_layer()
-        flipped = hidden.symmetric_difference(self._layer_hidden) & known.keys() & self._objects.by_uid.keys()
-        self._layer_hidden = hidden
+        (layer, hidden), (was_layer, was) = _hidden_in_layer(), self._layer_hidden
+        self._layer_hidden = (layer, hidden)
+        if layer != was_layer:
+            return []  # the window shows another view layer or scene: nothing in it changed
+        flipped = hidden.symmetric_difference(was) & known.keys() & self._objects.by_uid.keys()
         return sorted(self._objects.by_uid[uid][0] for uid in flipped)
 
     def _unseen_changed(self, lists: dict[str, list[Any]]) -> None:
@@ -765,9 +782,9 @@ class Scene:
             if old[0] != name:
                 lists["renamed"].append({"from": old[0], "to": name})
                 known[uid] = (name, old[1], old[2])
-            if now[:PLACE] != pose[:PLACE]:
+            if now[:PLACE] != pose[:PLACE] and not same(now[:PLACE], pose[:PLACE]):
                 lists["transformed"].append(name)
-            if now[PLACE:] != pose[PLACE:]:
+            if now[PLACE:] != pose[PLACE:] and not same(now[PLACE:], pose[PLACE:]):
                 lists["data_changed"].append(name)
             self._objects.unseen[uid] = (obj, now)
 

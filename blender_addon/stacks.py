@@ -2,17 +2,23 @@
 
 Blender names no update of an object it does not evaluate (a hidden one): a bevel added to a hidden chair, or its
 width changed, is seen only by comparing what the stack was with what it is (`changes.Scene._unseen_changed`).
-Each item is read through its RNA properties (pointers to datablocks by session uid, nested structs read the same
-way a few levels down, lists left out) and its ID properties: a geometry-nodes modifier's inputs are ID properties
-up to Blender 5.2 and nested structs (`properties.inputs.<socket>.value`) from 5.3. The property names are looked up
-once per kind of struct.
+Each item is read through its settings: its writable RNA properties (read in one C call), pointers to datablocks by
+session uid, nested structs and lists of them read the same way a few levels down (an armature constraint's
+targets, a bevel's custom profile), and its ID properties. A geometry-nodes modifier's inputs are ID properties up
+to Blender 5.2 and nested structs (`properties.inputs.<socket>.value`) from 5.3, which Blender builds again whenever
+the group's inputs change: only the registered kinds of struct have their property names kept.
 """
 
 from __future__ import annotations
 
+import math
+import operator
+from collections.abc import Callable
 from typing import Any
 
 import bpy
+
+from . import log
 
 Settings = tuple[Any, ...]
 
@@ -22,54 +28,114 @@ _NOT_SETTINGS = frozenset(
         "is_override_data",
         "is_override_data_editable",
         "is_active",
+        "active",
+        "select",
         "show_expanded",
         "show_group_selector",
         "show_manage_panel",
-        "execution_time",
+        "ui_type",
+        "node_warnings",
+        "cache_data_format",
+        "cache_mesh_format",
+        "cache_noise_format",
+        "cache_particle_format",
+        "openvdb_cache_compress_type",
+        "openvdb_data_depth",
     }
 )
-"""Properties that change nothing of the result: identity, the panels the UI shows folded or open, which item is
-active in the UI, how long the last evaluation took."""
+"""Writable properties (and lists) that change nothing of the result: the panels the UI shows folded or open, which
+item is active or selected in it, which tab of a modifier's panel shows, the warnings of the last evaluation; and a
+fluid bake's file formats, whose reads Blender answers with a console warning where its build lacks the format
+(they change the bake's files, not the scene)."""
 _DEPTH = 3
 """Nested structs read below an item: a 5.3 geometry-nodes input is three down (properties, inputs, the socket)."""
-_fields: dict[Any, tuple[tuple[tuple[str, str], ...], bool]] = {}
-"""By kind of struct (its RNA definition): its settings' names and types, and whether it holds ID properties."""
+_UNREADABLE = ("unreadable",)
+
+Kind = tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[int, str], ...], bool]
+"""How one kind of struct is read: all its settings in one call, which of them need more than their value (by
+index: "struct", "list" or "array"), and whether it holds ID properties."""
+_kinds: dict[type, Kind] = {}
+"""By registered struct class (modifiers, constraints and their nested settings)."""
 
 
 def stack(items: Any) -> tuple[Settings, ...]:
-    """Each of `items`' (`obj.modifiers`, `obj.constraints`) settings, in order: empty when there is none."""
-    return tuple(_settings(item, 0) for item in items) if len(items) else ()
+    """Each of `items`' (`obj.modifiers`, `obj.constraints`) settings, in order: empty when there is none. A stack
+    that cannot be read (a struct Blender rebuilt under it) reads as unreadable, never raises: the summary goes on."""
+    if not len(items):
+        return ()
+    try:
+        return tuple(_settings(item, 0) for item in items)
+    except (AttributeError, TypeError, RuntimeError, ReferenceError) as exc:
+        log.logger.debug("a modifier or constraint could not be read for the change summary: %s", exc)
+        return (_UNREADABLE,)
+
+
+def same(one: Any, other: Any) -> bool:
+    """Equal, NaN equal to NaN (`==` says a NaN setting changed at every look): asked only when `!=` said they
+    differ."""
+    if isinstance(one, tuple) and isinstance(other, tuple):
+        return len(one) == len(other) and all(same(a, b) for a, b in zip(one, other, strict=True))
+    if isinstance(one, float) and isinstance(other, float):
+        return one == other or (math.isnan(one) and math.isnan(other))
+    if hasattr(one, "to_tuple") and hasattr(other, "to_tuple"):  # mathutils vectors
+        return same(tuple(one), tuple(other))
+    if hasattr(one, "row") and hasattr(other, "row"):  # mathutils matrices
+        return same(tuple(map(tuple, one)), tuple(map(tuple, other)))
+    return bool(one == other)
 
 
 def _settings(item: Any, depth: int) -> Settings:
-    rna = item.bl_rna
-    known = _fields.get(rna)
+    kind = type(item)
+    known = _kinds.get(kind)
     if known is None:
-        known = _fields[rna] = (
-            tuple(
-                (prop.identifier, prop.type)
-                for prop in rna.properties
-                if prop.type != "COLLECTION"
-                and prop.identifier not in _NOT_SETTINGS
-                and not prop.identifier.startswith("open_")
-            ),
-            _holds_id_properties(item),
-        )
-    fields, custom = known
-    values: list[Any] = [rna.identifier]
-    for name, rna_type in fields:
-        value = getattr(item, name, None)
-        if rna_type == "POINTER":
-            if isinstance(value, bpy.types.ID):
-                value = value.session_uid
-            elif value is not None:
-                value = _settings(value, depth + 1) if depth < _DEPTH else None
-        elif not isinstance(value, (str, int, float, bool)) and value is not None:
-            value = tuple(value)  # arrays (a bpy_prop_array, a mathutils vector) and enum sets
-        values.append(value)
-    if custom:
+        known = _kind_of(item)
+        if getattr(bpy.types, kind.__name__, None) is kind:  # registered: its properties never change
+            _kinds[kind] = known
+    read, special, custom = known
+    values = list(read(item))
+    for index, how in special:
+        value = values[index]
+        if how == "array":
+            values[index] = tuple(value)
+        elif isinstance(value, bpy.types.ID):
+            values[index] = value.session_uid
+        elif value is None or depth >= _DEPTH:
+            values[index] = None
+        elif how == "list":
+            values[index] = tuple(_settings(element, depth + 1) for element in value)
+        else:
+            values[index] = _settings(value, depth + 1)
+    if custom:  # a geometry-nodes modifier's inputs, up to Blender 5.2
         values.extend((key, _plain(item[key])) for key in item.keys())
-    return tuple(values)
+    return (kind.__name__, *values)
+
+
+def _kind_of(item: Any) -> Kind:
+    names: list[str] = []
+    special: list[tuple[int, str]] = []
+    for prop in item.bl_rna.properties:
+        if prop.identifier in _NOT_SETTINGS or prop.identifier.startswith("open_"):
+            continue
+        if prop.type == "POINTER":
+            special.append((len(names), "struct"))
+        elif prop.type == "COLLECTION":
+            special.append((len(names), "list"))
+        elif prop.is_readonly:
+            continue  # a status (a cache's "2 frames in memory", a bind's result), not a setting
+        elif getattr(prop, "is_array", False) or getattr(prop, "is_enum_flag", False):
+            special.append((len(names), "array"))
+        names.append(prop.identifier)
+    return _reader(names), tuple(special), _holds_id_properties(item)
+
+
+def _reader(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
+    """All `names` of a struct in one call (`attrgetter` reads them in C)."""
+    if not names:
+        return lambda item: ()
+    if len(names) == 1:
+        one = operator.attrgetter(names[0])
+        return lambda item: (one(item),)
+    return operator.attrgetter(*names)  # type: ignore[return-value]
 
 
 def _holds_id_properties(item: Any) -> bool:

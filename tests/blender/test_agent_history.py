@@ -951,6 +951,87 @@ def test_objects_hidden_and_shown_in_the_view_layer_are_told_and_undone(bridge: 
 
 
 NAMES = ("Camera", "Cube", "Light")
+HIDDEN_STACK = (
+    "cube = bpy.data.objects['Cube']\ncube.modifiers.new('Cloth', 'CLOTH')\ncube.modifiers.new('Bevel', 'BEVEL')\n"
+    "cube.constraints.new('COPY_LOCATION')\ncube.constraints.new('LIMIT_SCALE')\ncube.hide_viewport = True\n"
+    "scene = bpy.context.scene\nscene.render.engine = 'BLENDER_WORKBENCH'\n"
+    "scene.render.resolution_x = scene.render.resolution_y = 16\n"
+    "layer = scene.view_layers.new('Other')\nbpy.data.objects['Light'].hide_set(True, view_layer=layer)\n"
+    "layer.layer_collection.children['Collection'].hide_viewport = True"
+)
+NOT_A_CHANGE = {
+    "a constraint made active": "bpy.data.objects['Cube'].constraints[0].active = True",  # the last made was
+    "a modifier's panel folded": "bpy.data.objects['Cube'].modifiers['Bevel'].show_expanded = False",
+    "a cloth's cache filled by a render": "bpy.context.scene.frame_set(2)\nbpy.ops.render.render()",
+    "another view layer shown": "bpy.context.window.view_layer = bpy.context.scene.view_layers['Other']",
+    "a setting made NaN, which equals nothing": "bpy.data.objects['Cube'].modifiers['Bevel'].width = float('nan')",
+}
+"""Beside a hidden object with a stack: what changes no setting of it (or changes one once), and no visibility in
+the scene."""
+
+
+@pytest.mark.parametrize("code", NOT_A_CHANGE.values(), ids=NOT_A_CHANGE.keys())
+def test_what_changes_no_setting_of_a_hidden_stack_nor_of_the_scene_is_not_told_later(bridge: Any, code: str) -> None:
+    """Compared by their settings, a hidden object's modifiers and constraints say nothing for the UI's state (the
+    active item, a folded panel), for a status Blender writes (a cache's frames), nor does the window showing
+    another view layer, with its own hidden objects and collection eyes: the selection after it is all that is
+    told."""
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": HIDDEN_STACK})
+        assert not (await client.call_tool("execute_blender_code", {"code": code})).is_error
+        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Camera'].select_set(True)"})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert set(told) - {"revision", "changed", "said", "active_object"} == {"selection"}, told
+
+
+def test_collections_compared_after_another_view_layer_is_shown_differ_only_by_what_changed(bridge: Any) -> None:
+    """The collections' eyes are the view layer's: after the window shows another one, a change that makes Blender
+    compare the collections again tells the collection that changed, not every one whose eye differs there."""
+    props = (
+        "props = bpy.data.collections.new('Props')\nbpy.context.scene.collection.children.link(props)\n"
+        "props.objects.link(bpy.data.objects.new('Crate', None))"
+    )
+
+    async def script(client: SdkClient) -> Any:
+        for code in (HIDDEN_STACK, NOT_A_CHANGE["another view layer shown"]):
+            await client.call_tool("execute_blender_code", {"code": code})
+        return await client.call_tool("execute_blender_code", {"code": props})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert told["collections_changed"] == ["Props", "Scene Collection"] and told["added"] == ["Crate"], told
+
+
+def test_a_hidden_objects_node_group_given_inputs_one_by_one_keeps_every_call_answering_and_told(
+    bridge: Any,
+) -> None:
+    """Blender 5.3 builds a geometry-nodes modifier's input settings again each time its group's inputs change, at
+    addresses it reuses: what is read of them follows, so no call fails for it and the last input set is told."""
+    setup = (
+        "group = bpy.data.node_groups.new('G', 'GeometryNodeTree')\n"
+        "bpy.data.objects['Cube'].modifiers.new('Nodes', 'NODES').node_group = group\n"
+        "bpy.data.objects['Cube'].hide_viewport = True"
+    )
+    inputs = [
+        f"bpy.data.node_groups['G'].interface.new_socket('S{i}', in_out='INPUT', socket_type='NodeSocketFloat')"
+        for i in range(6)
+    ]
+    last = (
+        "nodes = bpy.data.objects['Cube'].modifiers['Nodes']\n"
+        "socket = nodes.node_group.interface.items_tree['S5'].identifier\n"
+        "if hasattr(nodes, 'properties'):\n    getattr(nodes.properties.inputs, socket).value = 2.5\n"
+        "else:\n    nodes[socket] = 2.5\n    bpy.data.objects['Cube'].update_tag()"
+    )
+
+    async def script(client: SdkClient) -> list[Any]:
+        codes = [setup, *inputs, last, "bpy.data.objects['Camera'].location.x = 3"]
+        return [await client.call_tool("execute_blender_code", {"code": code}) for code in codes]
+
+    answers = _calls(bridge, "2026-07-28", script)
+    assert [answer.is_error for answer in answers] == [False] * len(answers), [a.text for a in answers]
+    assert answers[-2].structured["changes"]["data_changed"] == ["Cube"], answers[-2].structured
+    assert answers[-1].structured["changes"]["transformed"] == ["Camera"], answers[-1].structured
 
 
 def test_a_node_group_made_changes_no_objects_look(bridge: Any) -> None:
