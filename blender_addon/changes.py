@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import array
 import contextlib
+import dataclasses
 import json
 import operator
 import time
@@ -565,15 +566,20 @@ class Scene:
         self._replaced = []
 
     def end(self, author: str) -> Summary:
-        """The job ended: its summary, also kept in the journal as `author`'s."""
+        """The job ended: its summary, also kept in the journal as `author`'s. One that cannot be read (a fault of
+        this module's, or a datablock Blender will not let it read) says so and counts as a change: the call keeps
+        its answer and its undo step, and the scene is read afresh for the next span."""
         try:
             self._reinstall()  # agent code that removed the handlers in this job: its own changes are still told
-            _evaluate()
-            if self._span.empty() and not self._replaced and self._moment.frame == _frame():
-                return merge([])  # most calls: nothing to compare, nothing to keep
-            summary = self._summary(self._take_span(), unnamed=True)
-            if self._replaced:
-                summary = merge([*self._replaced, summary])
+            try:
+                _evaluate()
+                if self._span.empty() and not self._replaced and self._moment.frame == _frame():
+                    return merge([])  # most calls: nothing to compare, nothing to keep
+                summary = self._summary(self._take_span(), unnamed=True)
+                if self._replaced:
+                    summary = merge([*self._replaced, summary])
+            except Exception as exc:
+                summary = self._unreadable(exc)
             self._record(author, summary)
             return summary
         finally:
@@ -581,13 +587,35 @@ class Scene:
             self._replaced = []
             self._load_word = None  # a load the job expected and never made says nothing about the next one
 
+    def _unreadable(self, exc: Exception) -> Summary:
+        log.logger.warning("the change summary could not be read; the call counts as a change", exc_info=exc)
+        before = self._moment.revision
+        scene_index.changed()
+        try:
+            self._read_afresh()
+        except Exception:  # the next span fails the same way and says so again: each such call stays a step
+            self._span = Touched()
+            self._moment = dataclasses.replace(self._moment, revision=scene_index.revision())
+        summary = Summary(
+            revision={"before": before, "after": self._moment.revision},
+            unreadable=f"{type(exc).__name__}: {exc}",
+            changed=True,
+        )
+        summary["said"] = said(summary)
+        return summary
+
     def settle(self) -> None:
         """Close the open span between jobs (the user's edits so far), so a reader or a job after it sees them."""
         if self._in_job:
             return
-        _evaluate()
-        if not self._span.empty() or self._moment.frame != _frame():
-            self._record(self._between, self._summary(self._take_span()))
+        try:
+            _evaluate()
+            if self._span.empty() and self._moment.frame == _frame():
+                return
+            summary = self._summary(self._take_span())
+        except Exception as exc:  # as in `end`: told as unreadable, and the agent's undo refuses over it
+            summary = self._unreadable(exc)
+        self._record(self._between, summary)
 
     def _take_span(self) -> Touched:
         span, self._span = self._span, Touched()
@@ -950,6 +978,8 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
             merged["selection"] = summary["selection"]
         if "file" in summary:
             merged["file"] = [*merged.get("file", []), *summary["file"]]
+        if "unreadable" in summary:
+            merged.setdefault("unreadable", summary["unreadable"])
     if "scene_changed" in merged:  # a setting set back to where it began is no change of the scene's
         merged["scene_changed"] = {path: m for path, m in merged["scene_changed"].items() if m["from"] != m["to"]}
         if not merged["scene_changed"]:
@@ -987,6 +1017,8 @@ def inverse(summary: Summary) -> Summary:
     if "counts" in summary:
         undone["counts"] = {swaps.get(key, key): n for key, n in summary["counts"].items()}
         undone["cut_at_budget"] = True
+    if "unreadable" in summary:
+        undone["unreadable"] = summary["unreadable"]
     undone["changed"] = bool(summary.get("changed"))
     undone["said"] = said(undone)
     return undone
@@ -1032,6 +1064,8 @@ def said(summary: dict[str, Any]) -> str:
         parts.append(f"selection now {_names(selection, counts.get('selection', len(selection))) or 'empty'}")
     for event in summary.get("file", []):
         parts.append(f"file {event['event']}" + (f" ({event['path']})" if event.get("path") else ""))
+    if "unreadable" in summary:
+        parts.append(f"changed the scene in ways the bridge could not read ({summary['unreadable']})")
     return "; ".join(parts) if parts else "nothing changed"
 
 

@@ -129,7 +129,7 @@ def touched(summary: dict[str, Any], wanted: frozenset[str], *, history_moved: b
     membership names collections only: then every object and the selection may read differently; so too after the
     agent's own undo or redo (`history_moved`), whose summary names what its steps named, when the summary's
     names were cut at the answer budget (the objects past the cut are named nowhere), and when it names only kinds
-    (`unnamed_changed`: a hidden object's edit, which nothing says is whose)."""
+    (`unnamed_changed`: a hidden object's edit, which nothing says is whose) or nothing (`unreadable`)."""
     uris = {SCENE.uri, FILE.uri, HISTORY.uri}
     replaced = history_moved or any(event.get("event") != "saved" for event in summary.get("file", ()))
     if replaced or "selection" in summary or "active_object" in summary:
@@ -138,7 +138,8 @@ def touched(summary: dict[str, Any], wanted: frozenset[str], *, history_moved: b
     for uri in wanted:
         if uri.startswith(OBJECT.prefix):
             spellings.setdefault(unquote(uri[len(OBJECT.prefix) :]), []).append(uri)
-    if replaced or "collections_changed" in summary or "unnamed_changed" in summary or summary.get("cut_at_budget"):
+    unnamed = "unnamed_changed" in summary or "unreadable" in summary
+    if replaced or "collections_changed" in summary or unnamed or summary.get("cut_at_budget"):
         uris.update(uri for found in spellings.values() for uri in found)
     elif spellings:
         named = {name for key in OBJECT_LISTS for name in summary.get(key, ())}

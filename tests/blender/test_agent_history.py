@@ -951,6 +951,74 @@ def test_objects_hidden_and_shown_in_the_view_layer_are_told_and_undone(bridge: 
 
 
 NAMES = ("Camera", "Cube", "Light")
+
+
+def test_a_fault_reading_the_edits_made_between_calls_fails_no_call(
+    bridge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The span between the agent's calls (the person's edits) is closed when the next call begins: a fault in
+    reading it is recorded as unreadable, and the call runs and is told as any other."""
+    changes = importlib.import_module(f"{ADDON_MODULE}.changes")
+    summary = changes.Scene._summary
+    failed: list[bool] = []
+
+    def failing_once(scene: Any, *args: Any, **kwargs: Any) -> Any:
+        if not kwargs.get("unnamed") and not failed:  # the span between calls
+            failed.append(True)
+            raise RuntimeError("a datablock that cannot be read")
+        return summary(scene, *args, **kwargs)
+
+    monkeypatch.setattr(changes.Scene, "_summary", failing_once)
+
+    async def script(client: SdkClient) -> Any:
+        _on_main(bridge, lambda: setattr(bpy.data.objects["Camera"].location, "x", 3.0))
+        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Light'].location.x = 2"})
+
+    moved = _calls(bridge, "2026-07-28", script)
+    assert failed and not moved.is_error, moved.text
+    assert moved.structured["changes"]["transformed"] == ["Light"], moved.structured
+
+
+def test_a_summary_that_cannot_be_read_keeps_the_calls_answer_and_its_undo_step(
+    bridge: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A fault in reading what changed (this module's, or a datablock Blender will not let it read) never fails a
+    call whose code ran: the answer says the change could not be read, the call is a step the agent's undo takes
+    back, and the next call is told as before."""
+    changes = importlib.import_module(f"{ADDON_MODULE}.changes")
+    summary = changes.Scene._summary
+    failed: list[bool] = []
+
+    def failing_once(scene: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("unnamed") and not failed:  # the agent's call's own summary, once
+            failed.append(True)
+            raise RuntimeError("a datablock that cannot be read")
+        return summary(scene, *args, **kwargs)
+
+    monkeypatch.setattr(changes.Scene, "_summary", failing_once)
+
+    async def script(client: SdkClient) -> tuple[Any, Any, float, Any]:
+        code = (
+            "bpy.data.objects['Cube'].location.x = 5\n"
+            "bpy.context.view_layer.objects.active = bpy.data.objects['Light']\nresult = {'moved': True}"
+        )
+        moved = await client.call_tool("execute_blender_code", {"code": code})
+        again = await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Light'].location.x = 2"})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 2})
+        return moved, again, undone, _on_main(bridge, lambda: bpy.data.objects["Cube"].location.x)
+
+    moved, again, undone, after_undo = _calls(bridge, "2026-07-28", script)
+    assert not moved.is_error and moved.structured["result"] == {"moved": True}, moved.text
+    told = moved.structured["changes"]
+    assert told["changed"] and "a datablock that cannot be read" in told["unreadable"], told
+    assert "could not read" in told["said"]
+    resources = importlib.import_module(f"{ADDON_MODULE}.resources")
+    assert resources.touched(told, frozenset({"blender://objects/Cube"})) == {"blender://objects/Cube"}
+    assert again.structured["changes"]["transformed"] == ["Light"], again.structured
+    assert "active_object" not in again.structured["changes"], again.structured  # read afresh, not told twice
+    assert not undone.is_error and after_undo == 0.0, undone.text
+
+
 HIDDEN_STACK = (
     "cube = bpy.data.objects['Cube']\ncube.modifiers.new('Cloth', 'CLOTH')\ncube.modifiers.new('Bevel', 'BEVEL')\n"
     "cube.constraints.new('COPY_LOCATION')\ncube.constraints.new('LIMIT_SCALE')\ncube.hide_viewport = True\n"
