@@ -488,13 +488,9 @@ class Scene:
     def _read_afresh(self) -> None:
         """Read the scene whole (in C): at install, and after a file load or an undo replaced every datablock."""
         _evaluate()  # tags pending now are no one's change
-        self._span = Touched()
-        self._objects = Objects.read()
-        self._members = Members.read()
-        self._counts = counts()
-        self._moment = Moment.now()
-        self._selected = _selected()
-        self._layer_hidden = _hidden_in_layer()
+        read = Objects.read(), Members.read(), counts(), Moment.now(), _selected(), _hidden_in_layer()
+        self._span = Touched()  # all or nothing: a read that failed leaves the last reading whole
+        self._objects, self._members, self._counts, self._moment, self._selected, self._layer_hidden = read
 
     # Handlers ---------------------------------------------------------------------------------
 
@@ -574,10 +570,12 @@ class Scene:
             try:
                 _evaluate()
                 if self._span.empty() and not self._replaced and self._moment.frame == _frame():
+                    self._follow_view_layer()  # a window shown another view layer updates nothing
                     return merge([])  # most calls: nothing to compare, nothing to keep
                 summary = self._summary(self._take_span(), unnamed=True)
                 if self._replaced:
                     summary = merge([*self._replaced, summary])
+                self._follow_view_layer()
             except Exception as exc:
                 summary = self._unreadable(exc)
             self._record(author, summary)
@@ -611,11 +609,25 @@ class Scene:
         try:
             _evaluate()
             if self._span.empty() and self._moment.frame == _frame():
+                self._follow_view_layer()
                 return
             summary = self._summary(self._take_span())
+            self._follow_view_layer()
         except Exception as exc:  # as in `end`: told as unreadable, and the agent's undo refuses over it
             summary = self._unreadable(exc)
         self._record(self._between, summary)
+
+    def _follow_view_layer(self) -> None:
+        """The window shows another view layer or scene (or it was renamed) since the span's readings: its hides,
+        eyes, selection and active object are the readings from now on, not a change (one made in the same span as
+        the switch goes untold)."""
+        key = _view_layer_key()
+        if key != self._members.layers[0]:
+            self._members = Members.read()
+        if key != self._layer_hidden[0]:
+            self._layer_hidden = _hidden_in_layer()
+            self._selected = _selected()
+            self._moment = dataclasses.replace(self._moment, active=Moment.now(self._moment.settings).active)
 
     def _take_span(self) -> Touched:
         span, self._span = self._span, Touched()
@@ -695,6 +707,7 @@ class Scene:
         edits inside objects the depsgraph leaves out are told by kind (`_unnamed`; between jobs the bridge's own
         reads tag datablocks they make and remove, and the GUI's undo mark catches a person's such edit)."""
         before = self._moment
+        shown = _view_layer_key() == self._layer_hidden[0]  # else another view layer's active object is no move
         frame_moved = before.frame != _frame()
         if not span.empty() or frame_moved:
             scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
@@ -731,7 +744,7 @@ class Scene:
             summary["datablocks"] = moved
         for name, key in (("frame", "frame_changed"), ("mode", "mode_changed"), ("active", "active_object")):
             was, now = getattr(before, name), getattr(after, name)
-            if was != now:
+            if was != now and (shown or name != "active"):
                 summary[key] = {"from": was, "to": now}
         if settings := before.settings_moved(after.settings):
             summary["scene_changed"] = settings

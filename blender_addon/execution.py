@@ -345,10 +345,11 @@ def _step(job: JobContext, tool: str, title: str, records: bool, told: _Told) ->
     try:
         yield
     finally:
-        scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
-        told.summary = summary = job.changes.end(f"agent:{tool}")
-        if records and summary["changed"]:
-            job.history.record(tool, title, summary)
+        with job.interrupts.shielded():  # a stop asked now waits: the span is told and the step kept first
+            scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
+            told.summary = summary = job.changes.end(f"agent:{tool}")
+            if records and summary["changed"]:
+                job.history.record(tool, title, summary)
 
 
 def _present(tool: Tool, data: Any) -> ToolOutcome:

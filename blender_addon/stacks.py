@@ -51,11 +51,15 @@ _DEPTH = 3
 """Nested structs read below an item: a 5.3 geometry-nodes input is three down (properties, inputs, the socket)."""
 _UNREADABLE = ("unreadable",)
 
-Kind = tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[int, str], ...], bool]
+Kind = tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[int, str], ...], frozenset[str] | None]
 """How one kind of struct is read: all its settings in one call, which of them need more than their value (by
-index: "struct", "list" or "array"), and whether it holds ID properties."""
-_kinds: dict[type, Kind] = {}
-"""By registered struct class (modifiers, constraints and their nested settings)."""
+index: "struct", "list" or "array"), and when it holds ID properties, the names its settings read already (5.3's
+geometry-nodes inputs are ID properties shown as settings too)."""
+_kinds: dict[Any, Kind] = {}
+"""By registered struct class (modifiers, constraints and their nested settings), and by class and property names
+for the structs Blender builds at runtime (their names are read each time: cheaper than their properties)."""
+_KINDS_KEPT = 4096
+"""Runtime-built kinds kept at most: each change of a group's inputs makes new ones."""
 
 
 def stack(items: Any) -> tuple[Settings, ...]:
@@ -65,8 +69,8 @@ def stack(items: Any) -> tuple[Settings, ...]:
         return ()
     try:
         return tuple(_settings(item, 0) for item in items)
-    except (AttributeError, TypeError, RuntimeError, ReferenceError) as exc:
-        log.logger.debug("a modifier or constraint could not be read for the change summary: %s", exc)
+    except Exception as exc:  # a struct rebuilt under it; a string Blender cut inside a character (a hook's bone)
+        log.logger.debug("a modifier or constraint could not be read for the change summary: %r", exc)
         return (_UNREADABLE,)
 
 
@@ -88,9 +92,13 @@ def _settings(item: Any, depth: int) -> Settings:
     kind = type(item)
     known = _kinds.get(kind)
     if known is None:
-        known = _kind_of(item)
-        if getattr(bpy.types, kind.__name__, None) is kind:  # registered: its properties never change
-            _kinds[kind] = known
+        registered = getattr(bpy.types, kind.__name__, None) is kind  # its properties never change
+        key = kind if registered else (kind, tuple(item.bl_rna.properties.keys()))
+        known = _kinds.get(key)
+        if known is None:
+            if len(_kinds) >= _KINDS_KEPT:
+                _kinds.clear()
+            known = _kinds[key] = _kind_of(item)
     read, special, custom = known
     values = list(read(item))
     for index, how in special:
@@ -105,8 +113,8 @@ def _settings(item: Any, depth: int) -> Settings:
             values[index] = tuple(_settings(element, depth + 1) for element in value)
         else:
             values[index] = _settings(value, depth + 1)
-    if custom:  # a geometry-nodes modifier's inputs, up to Blender 5.2
-        values.extend((key, _plain(item[key])) for key in item.keys())
+    if custom is not None:  # a geometry-nodes modifier's inputs, up to Blender 5.2
+        values.extend((key, _plain(item[key])) for key in item.keys() if key not in custom)
     return (kind.__name__, *values)
 
 
@@ -125,7 +133,7 @@ def _kind_of(item: Any) -> Kind:
         elif getattr(prop, "is_array", False) or getattr(prop, "is_enum_flag", False):
             special.append((len(names), "array"))
         names.append(prop.identifier)
-    return _reader(names), tuple(special), _holds_id_properties(item)
+    return _reader(names), tuple(special), frozenset(names) if _holds_id_properties(item) else None
 
 
 def _reader(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
@@ -153,5 +161,7 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "to_dict"):
         return repr(value.to_dict())
     if hasattr(value, "to_list"):
-        return tuple(value.to_list())
+        value = value.to_list()
+    if isinstance(value, (list, tuple)):  # a list of groups holds groups, which compare by identity
+        return tuple(map(_plain, value))
     return value

@@ -1021,6 +1021,12 @@ def test_a_summary_that_cannot_be_read_keeps_the_calls_answer_and_its_undo_step(
 
 HIDDEN_STACK = (
     "cube = bpy.data.objects['Cube']\ncube.modifiers.new('Cloth', 'CLOTH')\ncube.modifiers.new('Bevel', 'BEVEL')\n"
+    "nodes = cube.modifiers.new('Nodes', 'NODES')\n"
+    "if not hasattr(nodes, 'properties'):  # up to 5.2, ID properties: a list of groups compares by identity\n"
+    "    nodes['groups'] = [{'a': 1}, {'b': 2}]\n"
+    "hooked = bpy.data.objects.new('Hooked', bpy.data.meshes.new('Hooked'))\n"
+    "bpy.context.scene.collection.objects.link(hooked)\nhooked.hide_viewport = True\n"
+    "hooked.modifiers.new('Hook', 'HOOK').subtarget = 'a' * 49 + '\u00e9' * 3 + '\u20ac' * 3  # cut in a character\n"
     "cube.constraints.new('COPY_LOCATION')\ncube.constraints.new('LIMIT_SCALE')\ncube.hide_viewport = True\n"
     "scene = bpy.context.scene\nscene.render.engine = 'BLENDER_WORKBENCH'\n"
     "scene.render.resolution_x = scene.render.resolution_y = 16\n"
@@ -1051,7 +1057,42 @@ def test_what_changes_no_setting_of_a_hidden_stack_nor_of_the_scene_is_not_told_
         return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Camera'].select_set(True)"})
 
     told = _calls(bridge, "2026-07-28", script).structured["changes"]
-    assert set(told) - {"revision", "changed", "said", "active_object"} == {"selection"}, told
+    assert set(told) - {"revision", "changed", "said"} == {"selection"}, told
+
+
+def test_a_collections_eye_closed_after_the_view_layer_was_renamed_is_told(bridge: Any) -> None:
+    """A renamed view layer is still the one shown: its eyes are compared from the rename on."""
+    eye = "bpy.context.view_layer.layer_collection.children['Collection'].hide_viewport = True"
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": "bpy.context.view_layer.name = 'Renamed'"})
+        return await client.call_tool("execute_blender_code", {"code": eye})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert told["collections_changed"] == ["Collection"], told
+
+
+def test_calls_in_the_view_layer_the_window_shows_tell_its_selection_not_the_switch(bridge: Any) -> None:
+    """Selection and active object are the view layer's: the call that shows another one (and moves the camera)
+    tells the move, and a call after it tells the selection made there against that layer's own."""
+    show = "bpy.context.window.view_layer = bpy.context.scene.view_layers['{0}']"
+    only_light = "bpy.data.objects['Cube'].select_set(False)\nbpy.data.objects['Light'].select_set(True)"
+
+    async def script(client: SdkClient) -> list[Any]:
+        codes = [
+            "bpy.context.scene.view_layers.new('Other')",  # the Cube selected there too
+            only_light,  # here only
+            show.format("Other"),
+            only_light,  # there: what is selected here already, a change there
+            show.format("ViewLayer") + "\nbpy.data.objects['Camera'].location.x = 1",
+        ]
+        return [await client.call_tool("execute_blender_code", {"code": code}) for code in codes]
+
+    answers = [answer.structured.get("changes", {}) for answer in _calls(bridge, "2026-07-28", script)]
+    shown, selected, back = answers[2:]
+    assert shown == {}, shown
+    assert selected["selection"] == ["Light"] and "active_object" not in selected, selected
+    assert set(back) - {"revision", "changed", "said"} == {"transformed"}, back
 
 
 def test_collections_compared_after_another_view_layer_is_shown_differ_only_by_what_changed(bridge: Any) -> None:

@@ -200,3 +200,30 @@ def test_the_watchdog_interrupts_a_job_run_in_place_past_its_deadline(
     assert answer is not None, "no answer within 15 s: nothing interrupted the job at its 1 s deadline"
     error = json.loads(answer["content"][0]["text"])
     assert answer["isError"] is True and error["state"] == "interrupted", error
+
+
+def test_a_deadline_that_falls_while_the_change_is_read_still_keeps_the_change_told_and_its_step(
+    service: ModuleType, tmp_path: Path, runtime: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The agent's code ran and changed the scene; the deadline falls while its summary is read (a large scene):
+    the stop waits until the change is told and its undo step kept, so the agent's undo still takes it back."""
+    changes = importlib.import_module(f"{ADDON_MODULE}.changes")
+    summary = changes.Scene._summary
+
+    def slow(scene: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("unnamed"):  # the agent's call's own span: read past its 1 s deadline
+            time.sleep(2.5)
+        return summary(scene, *args, **kwargs)
+
+    monkeypatch.setattr(changes.Scene, "_summary", slow)
+    config = service.BridgeConfig(
+        runtime_file=tmp_path / "server.json", lab_port=None, job_timeout=1, mode=service.Mode.BACKGROUND
+    )
+    bridge = runtime.start(config)
+    answer = serve_while(
+        bridge.dispatcher, lambda: _ask(bridge, "bpy.data.objects['Cube'].location.x = 4", timeout=30), bridge.serve
+    )
+    monkeypatch.setattr(changes.Scene, "_summary", summary)
+    assert answer is not None
+    assert bpy.data.objects["Cube"].location.x == 4.0
+    assert len(bridge.execution.history.done) == 1, answer  # the step is kept: the agent's undo takes it back
