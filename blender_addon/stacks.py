@@ -4,9 +4,9 @@ Blender names no update of an object it does not evaluate (a hidden one): a beve
 width changed, is seen only by comparing what the stack was with what it is (`changes.Scene._unseen_changed`).
 Each item is read through its settings: its writable RNA properties (read in one C call), pointers to datablocks by
 session uid, nested structs and lists of them read the same way a few levels down (an armature constraint's
-targets, a bevel's custom profile), and its ID properties. A geometry-nodes modifier's inputs are ID properties up
-to Blender 5.2 and nested structs (`properties.inputs.<socket>.value`) from 5.3, which Blender builds again whenever
-the group's inputs change: only the registered kinds of struct have their property names kept.
+targets, a bevel's custom profile), and its ID properties. A geometry-nodes modifier's inputs are its ID properties
+before Blender 5.2.3 and nested structs (`properties.inputs.<socket>.value`) from 5.2.3 on, which Blender builds
+again whenever the group's inputs change: those are kept by their class and property names, never by address.
 """
 
 from __future__ import annotations
@@ -48,12 +48,12 @@ item is active or selected in it, which tab of a modifier's panel shows, the war
 fluid bake's file formats, whose reads Blender answers with a console warning where its build lacks the format
 (they change the bake's files, not the scene)."""
 _DEPTH = 3
-"""Nested structs read below an item: a 5.3 geometry-nodes input is three down (properties, inputs, the socket)."""
+"""Nested structs read below an item: a geometry-nodes input (5.2.3 on) is three down (properties, inputs, the socket)."""
 _UNREADABLE = ("unreadable",)
 
 Kind = tuple[Callable[[Any], tuple[Any, ...]], tuple[tuple[int, str], ...], frozenset[str] | None]
 """How one kind of struct is read: all its settings in one call, which of them need more than their value (by
-index: "struct", "list" or "array"), and when it holds ID properties, the names its settings read already (5.3's
+index: "struct", "list" or "array"), and when it holds ID properties, the names its settings read already (the
 geometry-nodes inputs are ID properties shown as settings too)."""
 _kinds: dict[Any, Kind] = {}
 """By registered struct class (modifiers, constraints and their nested settings), and by class and property names
@@ -113,7 +113,7 @@ def _settings(item: Any, depth: int) -> Settings:
             values[index] = tuple(_settings(element, depth + 1) for element in value)
         else:
             values[index] = _settings(value, depth + 1)
-    if custom is not None:  # a geometry-nodes modifier's inputs, up to Blender 5.2
+    if custom is not None:  # a geometry-nodes modifier's inputs, before Blender 5.2.3
         values.extend((key, _plain(item[key])) for key in item.keys() if key not in custom)
     return (kind.__name__, *values)
 
@@ -149,7 +149,7 @@ def _reader(names: list[str]) -> Callable[[Any], tuple[Any, ...]]:
 def _holds_id_properties(item: Any) -> bool:
     try:
         item.keys()
-    except TypeError:  # "this type doesn't support IDProperties" (constraints; modifiers from Blender 5.3)
+    except TypeError:  # "this type doesn't support IDProperties" (constraints; modifiers from Blender 5.2.3)
         return False
     return True
 

@@ -892,11 +892,11 @@ def test_an_object_blender_does_not_evaluate_is_told_moved_renamed_and_given_new
     size = (
         f"nodes = {cube}.modifiers['Nodes']\n"
         "socket = nodes.node_group.interface.items_tree['Size'].identifier\n"
-        "if hasattr(nodes, 'properties'):  # Blender 5.3: the inputs are settings\n"
+        "if hasattr(nodes, 'properties'):  # from Blender 5.2.3, the inputs are settings too\n"
         "    getattr(nodes.properties.inputs, socket).value = 2.5\n"
-        "else:  # an ID property, which Blender hears of only by update_tag (as the viewport needs)\n"
+        "else:\n"
         "    nodes[socket] = 2.5\n"
-        f"    {cube}.update_tag()"
+        f"{cube}.update_tag()  # Blender hears of an ID property (5.2.3: of a setting too) only so, as the viewport"
     )
     changes = [
         (f"{cube}.location.x = 7", "transformed"),
@@ -1130,7 +1130,7 @@ def test_a_hidden_objects_node_group_given_inputs_one_by_one_keeps_every_call_an
         "nodes = bpy.data.objects['Cube'].modifiers['Nodes']\n"
         "socket = nodes.node_group.interface.items_tree['S5'].identifier\n"
         "if hasattr(nodes, 'properties'):\n    getattr(nodes.properties.inputs, socket).value = 2.5\n"
-        "else:\n    nodes[socket] = 2.5\n    bpy.data.objects['Cube'].update_tag()"
+        "else:\n    nodes[socket] = 2.5\nbpy.data.objects['Cube'].update_tag()"
     )
 
     async def script(client: SdkClient) -> list[Any]:
