@@ -229,14 +229,15 @@ class Members:
 LAYER = 4
 """Where a collection's settings (`Members`) hold its flags in the view layer."""
 LayerFlags = dict[int, set[tuple[bool, bool]]]
-ViewLayerKey = tuple[int, str] | None
-"""Which view layer a reading is of: its scene's session uid and its name (None: no view layer)."""
+ViewLayerKey = tuple[int, int] | None
+"""Which view layer a reading is of: its scene's session uid and its address (a view layer is no datablock: it has
+no uid, and its name is the user's to swap with another's; None: no view layer)."""
 LayerTree = tuple[ViewLayerKey, LayerFlags]
 
 
 def _view_layer_key() -> ViewLayerKey:
     scene, view_layer = bpy.context.scene, bpy.context.view_layer
-    return (scene.session_uid, view_layer.name) if scene is not None and view_layer is not None else None
+    return (scene.session_uid, view_layer.as_pointer()) if scene is not None and view_layer is not None else None
 
 
 def _layer_tree() -> LayerTree:
