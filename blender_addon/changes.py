@@ -571,12 +571,10 @@ class Scene:
             try:
                 _evaluate()
                 if self._span.empty() and not self._replaced and self._moment.frame == _frame():
-                    self._follow_view_layer()  # a window shown another view layer updates nothing
                     return merge([])  # most calls: nothing to compare, nothing to keep
                 summary = self._summary(self._take_span(), unnamed=True)
                 if self._replaced:
                     summary = merge([*self._replaced, summary])
-                self._follow_view_layer()
             except Exception as exc:
                 summary = self._unreadable(exc)
             self._record(author, summary)
@@ -613,15 +611,15 @@ class Scene:
                 self._follow_view_layer()
                 return
             summary = self._summary(self._take_span())
-            self._follow_view_layer()
         except Exception as exc:  # as in `end`: told as unreadable, and the agent's undo refuses over it
             summary = self._unreadable(exc)
         self._record(self._between, summary)
 
     def _follow_view_layer(self) -> None:
-        """The window shows another view layer or scene (or it was renamed) since the span's readings: its hides,
-        eyes, selection and active object are the readings from now on, not a change (one made in the same span as
-        the switch goes untold)."""
+        """The window shows another view layer or scene since the span's readings: its hides, eyes, selection and
+                active object are the readings from now on, not a change (one made in the same span as the switch goes
+                untold). Asked when the span between calls closes with nothing in it (a switch updates nothing Blender tells), so
+        before every call and every reading of the record."""
         key = _view_layer_key()
         if key != self._members.layers[0]:
             self._members = Members.read()

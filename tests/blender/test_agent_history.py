@@ -1095,6 +1095,30 @@ def test_calls_in_the_view_layer_the_window_shows_tell_its_selection_not_the_swi
     assert set(back) - {"revision", "changed", "said"} == {"transformed"}, back
 
 
+@pytest.mark.parametrize("by", ["agent", "person", "person, with a move"])
+def test_a_collections_eye_closed_in_the_view_layer_shown_since_is_told(bridge: Any, by: str) -> None:
+    """The window shown another view layer (by the agent's call, or by the person between calls) changes nothing
+    Blender tells: the eyes are read there from then on, so one closed there next is told."""
+    eye = "bpy.context.view_layer.layer_collection.children['Collection'].hide_viewport = True"
+
+    def show_other() -> None:
+        bpy.context.window.view_layer = bpy.context.scene.view_layers["Other"]
+        if by.endswith("move"):  # the span between calls has a change of its own to tell
+            bpy.data.objects["Camera"].location.x = 3
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": "bpy.context.scene.view_layers.new('Other')"})
+        if by == "agent":
+            code = "bpy.context.window.view_layer = bpy.context.scene.view_layers['Other']"
+            await client.call_tool("execute_blender_code", {"code": code})
+        else:
+            _on_main(bridge, show_other)
+        return await client.call_tool("execute_blender_code", {"code": eye})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert told["collections_changed"] == ["Collection"], told
+
+
 def test_collections_compared_after_another_view_layer_is_shown_differ_only_by_what_changed(bridge: Any) -> None:
     """The collections' eyes are the view layer's: after the window shows another one, a change that makes Blender
     compare the collections again tells the collection that changed, not every one whose eye differs there."""
