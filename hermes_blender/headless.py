@@ -91,8 +91,6 @@ class HeadlessBlender:
             "hermes_blender.blender_host",
             "--addon-source",
             str(ADDON_SOURCE),
-            "--repo-dir",
-            str(work / "extensions"),
         ]
         if self._blend is not None:
             command += ["--blend", str(self._blend)]

@@ -572,7 +572,7 @@ def dispatch_hop(n: int) -> dict[str, float]:
 
     with tempfile.TemporaryDirectory() as folder:
         os.environ.setdefault("BLENDER_USER_RESOURCES", str(Path(folder) / "user"))
-        enable_extension(ADDON_SOURCE, Path(folder) / "repo")
+        enable_extension(ADDON_SOURCE)
         dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
         dispatcher = dispatch.QueuedDispatcher()
         box: dict[str, Any] = {}

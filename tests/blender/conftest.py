@@ -25,10 +25,9 @@ def addon() -> Iterator[ModuleType]:
     import addon_utils
 
     bpy.ops.wm.read_homefile(use_factory_startup=True)
-    with tempfile.TemporaryDirectory(prefix="hermes-ext-") as repo:
-        module = enable_extension(ADDON_SOURCE, Path(repo))
-        yield module
-        addon_utils.disable(ADDON_MODULE, default_set=True)
+    module = enable_extension(ADDON_SOURCE)  # into tests/conftest.py's throw-away BLENDER_USER_RESOURCES
+    yield module
+    addon_utils.disable(ADDON_MODULE, default_set=True)
 
 
 @pytest.fixture

@@ -12,7 +12,10 @@ import tomllib
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from hermes_blender.addon_package import build_addon
+from hermes_blender.blender_host import enable_extension
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from tests.conftest import PLUGIN_ROOT, REPO_ROOT, VERSION
@@ -80,6 +83,21 @@ def test_the_manifest_is_publishable_gpl_with_the_projects_own_addresses() -> No
     assert "GNU GENERAL PUBLIC LICENSE" in (REPO_ROOT / "blender_addon" / "LICENSE").read_text()[:200]
     assert manifest["website"] == plugin["homepage"] == plugin["repository"]
     assert manifest["maintainer"].endswith(f"<{plugin['homepage']}/issues>")
+
+
+def test_the_extension_bundles_no_wheels_so_the_headless_start_skips_blenders_wheel_refresh() -> None:
+    """blender_host enables the add-on with refresh_handled: a wheel declared here would never be installed."""
+    manifest = tomllib.loads((REPO_ROOT / "blender_addon" / "blender_manifest.toml").read_text())
+    assert "wheels" not in manifest
+
+
+def test_the_headless_host_refuses_to_link_the_addon_into_a_users_own_blender_folder(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without a private BLENDER_USER_RESOURCES the link would land in the user's own extensions folder."""
+    monkeypatch.delenv("BLENDER_USER_RESOURCES")
+    with pytest.raises(RuntimeError, match="BLENDER_USER_RESOURCES must name a private folder"):
+        enable_extension(REPO_ROOT / "blender_addon")
 
 
 def test_the_extension_floor_and_the_blender_servers_min_version_are_the_same_line() -> None:
