@@ -44,6 +44,8 @@ UNTOUCHED = ".untouched.json"
 
 @dataclass(frozen=True)
 class Checkpoint:
+    """One checkpoint as its note in the folder says: what `list_checkpoints` shows and a restore loads."""
+
     name: str
     saved_at: float
     size: int

@@ -59,6 +59,8 @@ class Mode(enum.Enum):
 
 @dataclass(frozen=True)
 class BridgeConfig:
+    """How one bridge serves: its ports, files, limits and mode, fixed for its life (a change is a restart)."""
+
     port: int = 0
     runtime_file: Path | None = None
     """None: the declared path Hermes reads."""

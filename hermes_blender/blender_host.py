@@ -22,35 +22,65 @@ EXTENSION_ID = "hermes_bridge"
 ADDON_MODULE = f"bl_ext.{REPO_MODULE}.{EXTENSION_ID}"
 
 
+USER_FOLDER_OVERRIDES = (
+    "BLENDER_USER_CONFIG",
+    "BLENDER_USER_SCRIPTS",
+    "BLENDER_USER_EXTENSIONS",
+    "BLENDER_USER_DATAFILES",
+)
+"""Blender's settings that move one part of the user folder elsewhere: a child given a private BLENDER_USER_RESOURCES
+must not inherit them, or that part (the extensions, the bridge's log and checkpoints) would be the user's own."""
+
+
 def enable_extension(source: Path) -> ModuleType:
     """Install `source` as extension `hermes_bridge` in the private user folder's default repository and enable it.
 
-    The folder is BLENDER_USER_RESOURCES, which the caller points at a throw-away folder before bpy is imported:
-    without it the link would land in the user's own Blender configuration, so that is refused. The add-on bundles
-    no wheels (tests/e2e/test_addon_package.py holds its manifest to none) and runs in the bpy the toolkit pins, so
-    Blender's refresh of wheels and compatibility is skipped: it too loads the online-repository machinery.
+    The private folder is BLENDER_USER_RESOURCES, pointed at a throw-away folder before bpy is imported: the
+    repository's folder must lie inside it, or the link would land in the user's own Blender configuration (bpy
+    started without it, or BLENDER_USER_EXTENSIONS moving the repositories), so anything else is refused. Inside it,
+    whatever stands at the add-on's place is replaced. The add-on bundles no wheels (tests/e2e/test_addon_package.py
+    holds its manifest to none), so Blender's refresh of wheels and compatibility, which loads its
+    online-repository machinery, is skipped, and the manifest's Blender floor is checked here instead.
     """
-    if not os.environ.get("BLENDER_USER_RESOURCES"):
+    private = os.environ.get("BLENDER_USER_RESOURCES")
+    if not private:
         raise RuntimeError("BLENDER_USER_RESOURCES must name a private folder before the add-on is linked into it")
-    import bpy  # noqa: F401  (first: it puts Blender's own modules, addon_utils and bl_ext, on the path)
+    import bpy  # first: it puts Blender's own modules, addon_utils and bl_ext, on the path
 
     # isort: split
     import addon_utils
 
-    # where the repository's package imports from: the user folder bpy started with (a later change of
-    # BLENDER_USER_RESOURCES, as a test run under pytest-blender makes, moves the repository's folder but not this)
-    folder = Path(importlib.import_module(f"bl_ext.{REPO_MODULE}").__path__[0])
+    # where the repository's package imports from: the folder of the user folder bpy started with
+    folder = Path(importlib.import_module(f"bl_ext.{REPO_MODULE}").__path__[0]).resolve()
+    if not folder.is_relative_to(Path(private).resolve()):
+        raise RuntimeError(
+            f"Blender imports extensions from {folder}, outside BLENDER_USER_RESOURCES ({private}): bpy was started "
+            "with another user folder, or BLENDER_USER_EXTENSIONS moves it; the add-on is not linked there"
+        )
+    _check_floor(source, bpy.app.version)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / EXTENSION_ID
-    if target.is_symlink() and target.resolve() != source.resolve():
-        target.unlink()  # a link to another checkout, left in a folder used before
-    if not target.exists():
-        try:
-            target.symlink_to(source.resolve(), target_is_directory=True)
-        except OSError:  # Windows without symlink rights
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+    if target.is_symlink() or target.is_file():
+        target.unlink()  # a link to this or another checkout, left in a folder used before: made anew
+    elif target.is_dir():
+        shutil.rmtree(target)  # a copy, maybe of an older add-on
+    try:
+        target.symlink_to(source.resolve(), target_is_directory=True)
+    except OSError:  # Windows without symlink rights
+        shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
     addon_utils.enable(ADDON_MODULE, default_set=True, refresh_handled=True, handle_error=_raise)
     return importlib.import_module(ADDON_MODULE)
+
+
+def _check_floor(source: Path, version: tuple[int, ...]) -> None:
+    """Refuse a Blender older than the manifest's `blender_version_min`, as Blender's own refresh would."""
+    import tomllib
+
+    floor = tomllib.loads((source / "blender_manifest.toml").read_text(encoding="utf-8"))["blender_version_min"]
+    if tuple(version) < tuple(int(part) for part in floor.split(".")):
+        raise RuntimeError(
+            f"Blender {'.'.join(map(str, version))} is older than the add-on's floor, {floor}: use a newer bpy"
+        )
 
 
 def _raise(exc: BaseException) -> None:

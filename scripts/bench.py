@@ -571,7 +571,7 @@ def dispatch_hop(n: int) -> dict[str, float]:
     from hermes_blender.resources import ADDON_SOURCE
 
     with tempfile.TemporaryDirectory() as folder:
-        os.environ.setdefault("BLENDER_USER_RESOURCES", str(Path(folder) / "user"))
+        os.environ["BLENDER_USER_RESOURCES"] = str(Path(folder) / "user")
         enable_extension(ADDON_SOURCE)
         dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
         dispatcher = dispatch.QueuedDispatcher()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,11 +14,15 @@ import psutil
 import pytest
 
 import hermes_blender
+from hermes_blender.blender_host import USER_FOLDER_OVERRIDES
 from tests.other_user import OtherUser, made_user
 
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
 atexit.register(shutil.rmtree, _BLENDER_HOME, True)  # also when a run exits early (pytest-blender's parent does)
-os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
+if "bpy" not in sys.modules:  # else pytest-blender's Blender, started with the parent run's throw-away folder
+    os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
+    for override in USER_FOLDER_OVERRIDES:  # each would move a part of it back into the user's own
+        os.environ.pop(override, None)
 USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 """The user's cache, kept before the throw-away one replaces it: what is worth keeping between runs goes here."""
 os.environ.setdefault("XDG_CACHE_HOME", str(_BLENDER_HOME / "cache"))

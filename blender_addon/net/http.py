@@ -21,6 +21,8 @@ log = logging.getLogger("hermes_bridge.net")
 
 @dataclass(frozen=True)
 class HttpLimits:
+    """What one connection may send and how long it may take: a client that exceeds them is answered and closed."""
+
     max_header_bytes: int = 16 * 1024
     max_header_lines: int = 100
     """More header fields than any MCP client sends (they send about ten); counted before any is parsed."""
@@ -37,6 +39,8 @@ class HttpLimits:
 
 @dataclass(frozen=True)
 class Request:
+    """One HTTP request, parsed whole, with ways back to its connection for answers that outlive it."""
+
     method: str
     target: str
     version: str
@@ -64,6 +68,8 @@ _NO_BODY = frozenset({204, 304})
 
 @dataclass
 class Response:
+    """One HTTP answer as the conversation frames it (a whole body, or the rest of an event stream)."""
+
     status: int
     body: bytes = b""
     headers: list[tuple[str, str]] = field(default_factory=list)
@@ -117,6 +123,8 @@ def _brief(request: Request) -> bool:
 
 @dataclass
 class _Head:
+    """A request's head, kept while its body arrives."""
+
     method: str
     target: str
     version: str

@@ -52,6 +52,8 @@ class LabExecutor(Protocol):
 
 @dataclass(frozen=True)
 class LabSettings:
+    """How the Blender Lab listener admits and bounds a request: its wire carries no credentials of its own."""
+
     max_request_bytes: int = 10 * 1024 * 1024
     request_timeout: float = 10.0
     token: Token | None = None

@@ -108,6 +108,8 @@ class ToolHost(Protocol):
 
 @dataclass(frozen=True)
 class ServerInfo:
+    """The server's name, version and instructions, as the handshake and discovery give them."""
+
     name: str
     version: str
     instructions: str

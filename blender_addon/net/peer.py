@@ -36,6 +36,8 @@ from .conversation import Address, Peer
 
 @dataclass(frozen=True)
 class PeerHost:
+    """The host facts the peer check asks (platform, kernel tables, uids): injectable, so every branch is tested."""
+
     platform: str = sys.platform
     proc_net: Path = Path("/proc/net")
     sock_diag: Callable[[Address, Address], int | None] | None = field(default_factory=lambda: _sock_diag_uid)

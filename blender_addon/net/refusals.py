@@ -33,6 +33,8 @@ OTHER = "other lines a client can cause"
 
 @dataclass
 class _Kind:
+    """One kind of refusal's window: lines written in it, and those held back."""
+
     start: float
     window: float
     written: int = 0

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 @dataclass
 class Session:
+    """A 2025-era MCP session: the version it agreed, and when it was last used (for the idle limit)."""
+
     protocol_version: str
     last_used: float
 

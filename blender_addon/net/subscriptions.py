@@ -42,6 +42,8 @@ KEEPALIVE_CHUNK = b"E\r\n: keep-alive\n\n\r\n"
 
 @dataclass
 class _Stream:
+    """One listen stream: the URIs it asked to hear of, and those changed since it was last told."""
+
     wanted: frozenset[str]
     pending: set[str] = field(default_factory=set)
 

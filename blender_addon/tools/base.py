@@ -102,6 +102,8 @@ def _told(picture: Image | str) -> Any:
 
 @dataclass(frozen=True)
 class Tool:
+    """One tool of the catalogue: what MCP lists of it, and the function a call runs as a job."""
+
     name: str
     title: str
     description: str

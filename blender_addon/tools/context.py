@@ -45,6 +45,9 @@ Report = Callable[[float | None, str | None], None]
 
 @dataclass(frozen=True)
 class JobContext:
+    """What a tool may use while it runs: the job's reporting and interrupts, and the bridge's scene records. Tools
+    get everything here, never from the network side."""
+
     report: Report
     interrupts: Interrupts
     start_background: Callable[[Callable[[], bool]], None]

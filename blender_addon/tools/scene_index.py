@@ -77,6 +77,8 @@ class Branch:
 
 @dataclass(frozen=True)
 class Index:
+    """The view layer's tree of collections and counts at one revision, kept while the scene is unchanged."""
+
     revision: int
     branches: tuple[Branch, ...]
     total: int
