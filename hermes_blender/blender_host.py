@@ -22,6 +22,8 @@ EXTENSION_ID = "hermes_bridge"
 ADDON_MODULE = f"bl_ext.{REPO_MODULE}.{EXTENSION_ID}"
 
 
+PRIVATE_MARK = ".hermes-blender-private"
+"""Written by `private_user_folder` in a user folder this toolkit made: only there is the add-on ever linked."""
 USER_FOLDER_OVERRIDES = (
     "BLENDER_USER_CONFIG",
     "BLENDER_USER_SCRIPTS",
@@ -32,19 +34,31 @@ USER_FOLDER_OVERRIDES = (
 must not inherit them, or that part (the extensions, the bridge's log and checkpoints) would be the user's own."""
 
 
+def private_user_folder(folder: Path) -> Path:
+    """Make `folder` a throw-away Blender user folder of this toolkit's (owner-only, marked as such), to be named by
+    BLENDER_USER_RESOURCES before bpy is imported."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / PRIVATE_MARK).touch()
+    return folder
+
+
 def enable_extension(source: Path) -> ModuleType:
     """Install `source` as extension `hermes_bridge` in the private user folder's default repository and enable it.
 
-    The private folder is BLENDER_USER_RESOURCES, pointed at a throw-away folder before bpy is imported: the
-    repository's folder must lie inside it, or the link would land in the user's own Blender configuration (bpy
-    started without it, or BLENDER_USER_EXTENSIONS moving the repositories), so anything else is refused. Inside it,
-    whatever stands at the add-on's place is replaced. The add-on bundles no wheels (tests/e2e/test_addon_package.py
-    holds its manifest to none), so Blender's refresh of wheels and compatibility, which loads its
-    online-repository machinery, is skipped, and the manifest's Blender floor is checked here instead.
+    The private folder is BLENDER_USER_RESOURCES, made by `private_user_folder` before bpy is imported. A variable a
+    user set for their own Blender folder (a portable set-up) holds no mark, and the repository's folder must lie
+    inside the marked one (bpy started in another folder, or BLENDER_USER_EXTENSIONS moving the repositories, would
+    put it in the user's own): anything else is refused before a file is touched. Inside it, whatever stands at the
+    add-on's place is replaced. The add-on bundles no wheels (tests/e2e/test_addon_package.py holds its manifest to
+    none), so Blender's refresh of wheels and compatibility, which loads its online-repository machinery, is
+    skipped, and the manifest's Blender floor is checked here instead.
     """
     private = os.environ.get("BLENDER_USER_RESOURCES")
-    if not private:
-        raise RuntimeError("BLENDER_USER_RESOURCES must name a private folder before the add-on is linked into it")
+    if not private or not (Path(private) / PRIVATE_MARK).is_file():
+        raise RuntimeError(
+            "BLENDER_USER_RESOURCES must name a private folder this toolkit made (private_user_folder) before bpy is "
+            "imported: the add-on is linked into it, never into a user's own Blender folder"
+        )
     import bpy  # first: it puts Blender's own modules, addon_utils and bl_ext, on the path
 
     # isort: split
@@ -60,10 +74,10 @@ def enable_extension(source: Path) -> ModuleType:
     _check_floor(source, bpy.app.version)
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / EXTENSION_ID
-    if target.is_symlink() or target.is_file():
-        target.unlink()  # a link to this or another checkout, left in a folder used before: made anew
-    elif target.is_dir():
+    if target.is_dir() and not target.is_symlink():
         shutil.rmtree(target)  # a copy, maybe of an older add-on
+    elif target.exists() or target.is_symlink():
+        target.unlink()  # a link to this or another checkout, left in a folder used before: made anew
     try:
         target.symlink_to(source.resolve(), target_is_directory=True)
     except OSError:  # Windows without symlink rights

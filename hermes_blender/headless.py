@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
-from .blender_host import USER_FOLDER_OVERRIDES
+from .blender_host import USER_FOLDER_OVERRIDES, private_user_folder
 from .console_log import ConsoleLog
 from .contract.host import HostFacts
 from .contract.liveness import LiveEndpoint, RuntimeFileSpec, published_fields, read_live_endpoint
@@ -98,7 +98,7 @@ class HeadlessBlender:
         command += ["--", "--port", str(self._port), "--runtime-file", str(self.runtime_file), "--stop-on-stdin-eof"]
         command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         env = {k: v for k, v in os.environ.items() if k not in USER_FOLDER_OVERRIDES}
-        env.update(BLENDER_USER_RESOURCES=str(work / "user"), PYTHONUNBUFFERED="1")
+        env.update(BLENDER_USER_RESOURCES=str(private_user_folder(work / "user")), PYTHONUNBUFFERED="1")
         self._console = ConsoleLog(self.log_path)
         try:
             self._process = subprocess.Popen(

@@ -566,12 +566,15 @@ def stranger_lines(rows: list[dict[str, Any]]) -> list[str]:
 def dispatch_hop(n: int) -> dict[str, float]:
     """Thread -> main -> thread through the add-on's own dispatcher, in this process (bpy imported)."""
     import importlib
+    from unittest import mock
 
-    from hermes_blender.blender_host import ADDON_MODULE, enable_extension
+    from hermes_blender.blender_host import ADDON_MODULE, enable_extension, private_user_folder
     from hermes_blender.resources import ADDON_SOURCE
 
-    with tempfile.TemporaryDirectory() as folder:
-        os.environ["BLENDER_USER_RESOURCES"] = str(Path(folder) / "user")
+    with (
+        tempfile.TemporaryDirectory() as folder,  # the Blenders this run starts later must not inherit it
+        mock.patch.dict(os.environ, BLENDER_USER_RESOURCES=str(private_user_folder(Path(folder) / "user"))),
+    ):
         enable_extension(ADDON_SOURCE)
         dispatch = importlib.import_module(f"{ADDON_MODULE}.dispatch")
         dispatcher = dispatch.QueuedDispatcher()

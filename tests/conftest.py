@@ -14,13 +14,13 @@ import psutil
 import pytest
 
 import hermes_blender
-from hermes_blender.blender_host import USER_FOLDER_OVERRIDES
+from hermes_blender.blender_host import USER_FOLDER_OVERRIDES, private_user_folder
 from tests.other_user import OtherUser, made_user
 
 _BLENDER_HOME = Path(tempfile.mkdtemp(prefix="hermes-tests-blender-"))
 atexit.register(shutil.rmtree, _BLENDER_HOME, True)  # also when a run exits early (pytest-blender's parent does)
 if "bpy" not in sys.modules:  # else pytest-blender's Blender, started with the parent run's throw-away folder
-    os.environ["BLENDER_USER_RESOURCES"] = str(_BLENDER_HOME / "user")
+    os.environ["BLENDER_USER_RESOURCES"] = str(private_user_folder(_BLENDER_HOME / "user"))
     for override in USER_FOLDER_OVERRIDES:  # each would move a part of it back into the user's own
         os.environ.pop(override, None)
 USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

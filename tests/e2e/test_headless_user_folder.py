@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from hermes_blender.blender_host import USER_FOLDER_OVERRIDES, _check_floor, enable_extension
+from hermes_blender.blender_host import USER_FOLDER_OVERRIDES, _check_floor, enable_extension, private_user_folder
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
@@ -55,11 +55,23 @@ def test_without_a_private_user_folder_the_addon_is_not_linked(monkeypatch: pyte
         enable_extension(ADDON)
 
 
+def test_a_user_folder_the_toolkit_did_not_make_is_never_linked_into(tmp_path: Path) -> None:
+    """BLENDER_USER_RESOURCES set by the user for their own Blender (a portable set-up, here through a link), with
+    their add-on installed as a folder: it is not the toolkit's to replace, and stays as it was."""
+    theirs = tmp_path / "their-blender" / "extensions" / "user_default" / "hermes_bridge"
+    theirs.mkdir(parents=True)
+    (theirs / "__init__.py").write_text("THEIRS = True\n")
+    (tmp_path / "link").symlink_to(tmp_path / "their-blender", target_is_directory=True)
+    run = _run(ENABLE, {"BLENDER_USER_RESOURCES": str(tmp_path / "link")})
+    assert run.returncode != 0 and "a private folder this toolkit made" in run.stderr, run.stderr[-2000:]
+    assert (theirs / "__init__.py").read_text() == "THEIRS = True\n" and not theirs.is_symlink()
+
+
 @pytest.mark.parametrize("how", ["extensions_moved", "set_after_bpy_started"])
 def test_a_user_folder_bpy_did_not_start_in_privately_is_left_alone(tmp_path: Path, how: str) -> None:
     """BLENDER_USER_EXTENSIONS moving the repositories to the user's, or the private folder named only after bpy
     started in the user's own: either way Blender imports from the user's folder, and nothing is linked there."""
-    private = tmp_path / "private"
+    private = private_user_folder(tmp_path / "private")
     if how == "extensions_moved":
         theirs = _users_own(tmp_path / "their-extensions")
         run = _run(
@@ -75,7 +87,7 @@ def test_a_user_folder_bpy_did_not_start_in_privately_is_left_alone(tmp_path: Pa
 
 def test_an_older_copy_in_the_private_folder_is_replaced_by_the_source(tmp_path: Path) -> None:
     """A folder used before (a copy made where links are not allowed) must not serve an older add-on."""
-    place = tmp_path / "private" / "extensions" / "user_default" / "hermes_bridge"
+    place = private_user_folder(tmp_path / "private") / "extensions" / "user_default" / "hermes_bridge"
     place.mkdir(parents=True)
     (place / "__init__.py").write_text("STALE = True\ndef register(): pass\ndef unregister(): pass\n")
     code = f"{ENABLE}\nimport sys\nm = sys.modules['bl_ext.user_default.hermes_bridge']\nprint(hasattr(m, 'STALE'))"
