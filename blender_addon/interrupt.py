@@ -215,11 +215,15 @@ class Interrupter:
             if self._current is None:
                 return  # its job has left `policed` (it is ending): turning the line events on now would leave them on
             self._police_lines(True)
-        job_processes.end_started_since(self._began)  # a wait for them (C retries it on EINTR) ends with them
         if _SIGNAL is not None and SIGNALS.holds(_SIGNAL) and thread_id == threading.main_thread().ident:
             signal.pthread_kill(thread_id, _SIGNAL)
         else:
             _raise_in(thread_id, JobInterrupted)
+        # Then its processes, so that a wait for them (C retries it on EINTR) ends with them. After the signal: the
+        # process table is read file by file, and each read gives the GIL to a job spinning in Python for the switch
+        # interval (5 ms), so that a scan first held a busy loop's interrupt for seconds (Python 3.11 has no line
+        # events to stop it meanwhile). The caller holds the job running (Job.interrupt), so the mark is this job's.
+        job_processes.end_started_since(self._began)
 
     @contextlib.contextmanager
     def policed(self, job: Stoppable) -> Iterator[None]:
