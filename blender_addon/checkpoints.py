@@ -112,13 +112,16 @@ class Checkpoints:
         """Every checkpoint in the folder, newest first."""
         if not self.folder.is_dir():
             return []
-        found = []
-        for meta in self.folder.glob("*.json"):
-            with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-                record = Checkpoint(**json.loads(meta.read_text(encoding="utf-8")))
-                if check_name(record.name, quiet=True) and (self.folder / f"{record.name}{SUFFIX}").is_file():
-                    found.append(record)
+        found = [record for meta in self.folder.glob("*.json") if (record := self._read(meta)) is not None]
         return sorted(found, key=lambda record: record.saved_at, reverse=True)
+
+    def _read(self, meta: Path) -> Checkpoint | None:
+        """The checkpoint a note in the folder holds, when the note reads and its file is there."""
+        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
+            record = Checkpoint(**json.loads(meta.read_text(encoding="utf-8")))
+            if check_name(record.name, quiet=True) and (self.folder / f"{record.name}{SUFFIX}").is_file():
+                return record
+        return None
 
     def listed(self) -> list[Checkpoint]:
         """`list()`, read again only when the folder changed: the panel asks at every redraw."""
@@ -131,10 +134,11 @@ class Checkpoints:
         return self._listed[1]
 
     def find(self, name: str) -> Checkpoint:
+        """Checkpoint `name`, from its own note: a restore reads one note, not the folder's twenty."""
         check_name(name)
-        for record in self.list():
-            if record.name == name:
-                return record
+        record = self._read(self.folder / f"{name}.json")
+        if record is not None and record.name == name:
+            return record
         names = [record.name for record in self.list()]
         raise ToolError(
             f"no checkpoint {name!r}; there are {len(names)}" + (f": {', '.join(names[:10])}" if names else ""),

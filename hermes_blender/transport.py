@@ -39,9 +39,9 @@ MAX_EVENT = 16 * 1024 * 1024
 """The longest event of a streamed answer: its last one carries the whole result."""
 
 OnProgress = Callable[[dict[str, Any]], Awaitable[None]]
+"""Hears each `notifications/progress` params of a streamed answer (the bridge's progressToken in them)."""
 OnNotification = Callable[[dict[str, Any]], Awaitable[None]]
 """Given each notification of an event stream, whole."""
-"""Hears each `notifications/progress` params of a streamed answer (the bridge's progressToken in them)."""
 
 
 def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> tuple[bytes, dict[str, str]]:

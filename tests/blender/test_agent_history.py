@@ -10,6 +10,7 @@ import importlib
 import json
 import logging
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -386,6 +387,25 @@ def test_checkpoint_folder_is_bounded_oldest_first(bridge: Any, monkeypatch: pyt
 
     listed = _calls(bridge, "2026-07-28", script)
     assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["three", "two"]
+
+
+def test_a_checkpoint_whose_file_is_gone_or_whose_note_names_another_is_not_found(bridge: Any) -> None:
+    """A restore reads the one note it is asked for: a note whose .blend was deleted, or one copied under another name,
+    is no checkpoint, and the scene stays as it was."""
+    for name in ("gone", "kept"):
+        assert not bridge.execution.run_here("save_checkpoint", {"name": name}).is_error
+    folder = bridge.execution.checkpoints.folder
+    (folder / "gone.blend").unlink()
+    shutil.copy(folder / "kept.json", folder / "copied.json")
+    bpy.data.objects.remove(bpy.data.objects["Cube"])
+    before = _scene()
+
+    async def script(client: SdkClient) -> Any:
+        return [await client.call_tool("restore_checkpoint", {"name": name}) for name in ("gone", "copied")]
+
+    for refused in _calls(bridge, "2026-07-28", script):
+        assert refused.is_error and "checkpoint_not_found" in refused.text, refused.text
+    assert _scene() == before
 
 
 def importlib_module(bridge: Any, name: str) -> ModuleType:
