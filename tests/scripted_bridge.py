@@ -57,6 +57,10 @@ class ScriptedBridge:
         self.port: int = self._listener.getsockname()[1]
         threading.Thread(target=self._accept, daemon=True).start()
 
+    def fileno(self) -> int:
+        """The listening socket, for a child process to hold it too."""
+        return self._listener.fileno()
+
     def _accept(self) -> None:
         while True:
             try:

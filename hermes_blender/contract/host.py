@@ -244,7 +244,7 @@ def serving_blender_problem(pid: int, address: str, port: int) -> str | None:
 
     try:
         process = psutil.Process(pid)
-        words = program_words(process.name(), process.cmdline())
+        words = [process.name(), *(Path(arg).name for arg in process.cmdline())]
         owner = _process_owner_problem(process)
         listening = any(
             conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port
@@ -263,32 +263,6 @@ def serving_blender_problem(pid: int, address: str, port: int) -> str | None:
     if sys.platform.startswith("linux") and (strangers := _foreign_listeners(address, port)):
         return f"another user (uid {strangers[0]}) also listens on {address} port {port}; nothing is trusted there"
     return None
-
-
-_PYTHON = re.compile(r"pythonw?[\d.]*(\.exe)?", re.IGNORECASE)
-_PYTHON_OPTIONS_WITH_VALUE = frozenset({"-W", "-X", "-Q"})
-
-
-def program_words(name: str, argv: Sequence[str]) -> list[str]:
-    """The names of what a process runs: its name, its program and, for a Python, the script or `-m` module (bpy in a
-    Python: `hermes-blender serve`, `python -m hermes_blender.blender_host`, a script of the user's). Never the rest of
-    its arguments: `pytest tests/blender` or an editor on `blender_notes.txt` is not a Blender."""
-    words = [name, *(Path(arg).name for arg in argv[:1])]
-    if not argv or not _PYTHON.fullmatch(Path(argv[0]).name):
-        return words
-    rest = iter(argv[1:])
-    for arg in rest:
-        if arg == "-m":
-            return [*words, next(rest, "")]
-        if arg.startswith("-m"):
-            return [*words, arg[2:]]
-        if arg in _PYTHON_OPTIONS_WITH_VALUE:
-            next(rest, None)
-        elif arg.startswith("-c"):
-            return words
-        elif not arg.startswith("-") or arg == "-":
-            return [*words, Path(arg).name]
-    return words
 
 
 def _process_owner_problem(process: psutil.Process) -> str | None:

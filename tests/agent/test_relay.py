@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,12 +31,12 @@ def listener() -> Iterator[ScriptedBridge]:
     server.close()
 
 
-def _published(folder: Path, port: int) -> RuntimeFileSpec:
-    """server.json and this process's own record naming this process, as a bridge in it would publish them."""
-    record = json.dumps(
-        {"http": f"http://127.0.0.1:{port}", "token": "relay-test-token-0123456789", "pid": os.getpid()}
-    )
-    for path in (folder / "server.json", folder / INSTANCES_FOLDER / f"{os.getpid()}.json"):
+def _published(folder: Path, port: int, pid: int | None = None) -> RuntimeFileSpec:
+    """server.json and the process's own record naming it (this process by default), as a bridge in it would
+    publish them."""
+    pid = os.getpid() if pid is None else pid
+    record = json.dumps({"http": f"http://127.0.0.1:{port}", "token": "relay-test-token-0123456789", "pid": pid})
+    for path in (folder / "server.json", folder / INSTANCES_FOLDER / f"{pid}.json"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(record)
         path.chmod(0o600)
@@ -74,12 +76,19 @@ def _call(spec: RuntimeFileSpec, name: str) -> types.CallToolResult:
 def test_the_relay_sends_nothing_to_a_process_that_is_not_this_users_blender(
     listener: ScriptedBridge, tmp_path: Path
 ) -> None:
-    """A stale runtime file whose port is now held by another program of this user: no connection, no token."""
-    result = _call(_published(tmp_path, listener.port), "get_objects_summary")
+    """A stale runtime file whose port is now held by another program of this user: no connection, no token. The
+    program is a child sharing the listening socket, never this pytest, whose command line the developer picks
+    (`pytest tests/blender` names a Blender folder)."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], pass_fds=[listener.fileno()])
+    try:
+        result = _call(_published(tmp_path, listener.port, other.pid), "get_objects_summary")
+    finally:
+        other.kill()
+        other.wait()
     payload = json.loads(result.content[0].text)
     assert result.is_error and payload["state"] == "endpoint_unavailable"
-    assert f"pid {os.getpid()}" in payload["detail"] and "nothing was sent" in payload["detail"]
-    assert listener.connections == 0
+    assert f"pid {other.pid}" in payload["detail"] and "is not a Blender process" in payload["detail"]
+    assert "nothing was sent" in payload["detail"] and listener.connections == 0
 
 
 def test_list_blenders_never_shows_the_model_a_port(listener: ScriptedBridge, tmp_path: Path) -> None:
