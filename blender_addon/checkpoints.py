@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_type_hints
 
 import bpy
 
@@ -25,7 +25,7 @@ from . import blend_header, log
 from .agent_history import window
 from .errors import ToolError
 from .owner_files.permissions import owner_only_folder
-from .owner_files.runtime_file import pid_alive
+from .owner_files.runtime_file import pid_alive, read_record
 
 NAME = re.compile(r"(?!(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?$)[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}(?<![ .])", re.I)
 """A checkpoint name: letters, digits, space, `_`, `.`, `-`; no path separator, no control character, not a name
@@ -63,6 +63,10 @@ class Checkpoint:
             "file": self.file,
             "rescue": self.rescue,
         }
+
+
+_NOTE = get_type_hints(Checkpoint)
+"""Each field of a checkpoint's note and its type: a note of other fields or types is no checkpoint."""
 
 
 class Checkpoints:
@@ -116,11 +120,16 @@ class Checkpoints:
         return sorted(found, key=lambda record: record.saved_at, reverse=True)
 
     def _read(self, meta: Path) -> Checkpoint | None:
-        """The checkpoint a note in the folder holds, when the note reads and its file is there."""
-        with contextlib.suppress(OSError, ValueError, TypeError, KeyError):
-            record = Checkpoint(**json.loads(meta.read_text(encoding="utf-8")))
-            if check_name(record.name, quiet=True) and (self.folder / f"{record.name}{SUFFIX}").is_file():
-                return record
+        """The checkpoint a note in the folder holds, when the note is one (read as runtime records are: a FIFO or
+        /dev/zero there is no note), names itself (a copy under another name would list one checkpoint twice) and
+        its file is there."""
+        note = read_record(meta)
+        if note is None or note.keys() != _NOTE.keys() or not all(isinstance(note[k], _NOTE[k]) for k in _NOTE):
+            return None
+        record = Checkpoint(**note)
+        named = record.name == meta.name.removesuffix(".json") and check_name(record.name, quiet=True)
+        if named and (self.folder / f"{record.name}{SUFFIX}").is_file():
+            return record
         return None
 
     def listed(self) -> list[Checkpoint]:
@@ -137,7 +146,7 @@ class Checkpoints:
         """Checkpoint `name`, from its own note: a restore reads one note, not the folder's twenty."""
         check_name(name)
         record = self._read(self.folder / f"{name}.json")
-        if record is not None and record.name == name:
+        if record is not None:
             return record
         names = [record.name for record in self.list()]
         raise ToolError(
@@ -282,11 +291,8 @@ def _note_of(copy: Path) -> Path:
 
 def _read_note(copy: Path) -> dict[str, Any] | None:
     """The note beside `copy` ({"pid", "stamp"}), or None when there is none or it is not one of ours."""
-    try:
-        note = json.loads(_note_of(copy).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    return note if isinstance(note, dict) and isinstance(note.get("stamp"), dict) else None
+    note = read_record(_note_of(copy))
+    return note if note is not None and isinstance(note.get("stamp"), dict) else None
 
 
 def _untouched(copy: Path) -> bool:

@@ -89,7 +89,7 @@ def live_instances(path: Path) -> list[dict[str, Any]]:
     """The records of running bridges beside this runtime file, newest first."""
     records = []
     for candidate in (path.parent / INSTANCES_FOLDER).glob("*.json"):
-        record = _read_record(candidate)
+        record = read_record(candidate)
         if record is not None and _names_itself(record, candidate) and pid_alive(record[PID_FIELD]):
             records.append(record)
     return sorted(records, key=lambda record: record.get(PUBLISHED_FIELD, 0), reverse=True)
@@ -103,7 +103,7 @@ def _names_itself(record: dict[str, Any], where: Path) -> bool:
 def _forget_dead_instances(folder: Path) -> None:
     """A crashed bridge never withdraws its record; drop those whose process is gone, before its pid is reused."""
     for candidate in folder.glob("*.json"):
-        record = _read_record(candidate)
+        record = read_record(candidate)
         if record is not None and _names_itself(record, candidate) and not pid_alive(record[PID_FIELD]):
             with contextlib.suppress(OSError):
                 os.unlink(candidate)
@@ -135,7 +135,7 @@ def withdraw(path: Path, *, url: str, pid: int) -> bool:
     loses its file: one that is not ours goes back, unless a newer one has already taken its place.
     """
     own = instance_path(path, pid)
-    if _is(_read_record(own), url, pid):
+    if _is(read_record(own), url, pid):
         with contextlib.suppress(OSError):
             os.unlink(own)
     aside = path.with_name(f".{path.name}.{os.getpid()}.withdrawing")
@@ -143,7 +143,7 @@ def withdraw(path: Path, *, url: str, pid: int) -> bool:
         os.replace(path, aside)
     except OSError:
         return False
-    ours = _is(_read_record(aside), url, pid)
+    ours = _is(read_record(aside), url, pid)
     if not ours:
         with contextlib.suppress(OSError):
             _place_new(str(aside), path)  # fails if a newer file is there already: then that one stays
@@ -193,7 +193,7 @@ def _promote(path: Path) -> None:
 
 def named_pid(path: Path) -> int | None:
     """The pid the runtime file names now (the Blender agents connect to), if any."""
-    record = _read_record(path)
+    record = read_record(path)
     pid = record.get(PID_FIELD) if record is not None else None
     return pid if isinstance(pid, int) and not isinstance(pid, bool) and pid > 0 else None
 
@@ -201,9 +201,10 @@ def named_pid(path: Path) -> int | None:
 MAX_BYTES = 64 * 1024
 
 
-def _read_record(path: Path) -> dict[str, Any] | None:
-    """Whatever is at the path, read safely: Blender's start runs on the main thread in the GUI, so a FIFO,
-    /dev/zero, a huge or deeply nested file there must read as "no record", never hang or blow up."""
+def read_record(path: Path) -> dict[str, Any] | None:
+    """A JSON object of ours, whatever is at the path, read safely: Blender's start (and the checkpoints' panel) runs
+    on the main thread in the GUI, so a FIFO, /dev/zero, a huge or deeply nested file must read as "no record",
+    never hang or blow up."""
     try:
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError:

@@ -391,7 +391,7 @@ def test_checkpoint_folder_is_bounded_oldest_first(bridge: Any, monkeypatch: pyt
 
 def test_a_checkpoint_whose_file_is_gone_or_whose_note_names_another_is_not_found(bridge: Any) -> None:
     """A restore reads the one note it is asked for: a note whose .blend was deleted, or one copied under another name,
-    is no checkpoint, and the scene stays as it was."""
+    is no checkpoint (nor listed: one checkpoint is listed once), and the scene stays as it was."""
     for name in ("gone", "kept"):
         assert not bridge.execution.run_here("save_checkpoint", {"name": name}).is_error
     folder = bridge.execution.checkpoints.folder
@@ -406,6 +406,29 @@ def test_a_checkpoint_whose_file_is_gone_or_whose_note_names_another_is_not_foun
     for refused in _calls(bridge, "2026-07-28", script):
         assert refused.is_error and "checkpoint_not_found" in refused.text, refused.text
     assert _scene() == before
+    listed = bridge.execution.run_here("list_checkpoints", {})
+    assert [entry["name"] for entry in json.loads(listed.content[0]["text"])["checkpoints"]] == ["kept"]
+
+
+@pytest.mark.timeout(60)
+def test_a_note_that_is_a_fifo_a_device_or_of_other_types_is_no_checkpoint_and_nothing_hangs(bridge: Any) -> None:
+    """What stands at a note's place is read as runtime records are: the list and a restore answer, never hang on a
+    FIFO nor fill memory from /dev/zero, and a note whose fields are of other types is not listed."""
+    execution = bridge.execution
+    for name in ("fifo", "zero", "typed", "kept"):
+        assert not execution.run_here("save_checkpoint", {"name": name}).is_error
+    folder = execution.checkpoints.folder
+    (folder / "fifo.json").unlink()
+    os.mkfifo(folder / "fifo.json")
+    (folder / "zero.json").unlink()
+    (folder / "zero.json").symlink_to("/dev/zero")
+    typed = json.loads((folder / "typed.json").read_text())
+    (folder / "typed.json").write_text(json.dumps({**typed, "saved_at": "yesterday"}))
+    listed = execution.run_here("list_checkpoints", {})
+    assert [entry["name"] for entry in json.loads(listed.content[0]["text"])["checkpoints"]] == ["kept"]
+    for name in ("fifo", "zero", "typed"):
+        refused = execution.run_here("restore_checkpoint", {"name": name})
+        assert refused.is_error and "checkpoint_not_found" in refused.content[0]["text"], refused.content
 
 
 def importlib_module(bridge: Any, name: str) -> ModuleType:

@@ -118,18 +118,18 @@ def test_a_newer_bridge_publishing_during_withdraw_keeps_its_file(
 ) -> None:
     path = tmp_path / "server.json"
     runtime_file.publish(path, url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())
-    judge = runtime_file._read_record
+    judge = runtime_file.read_record
 
     def newer_publishes_meanwhile(where: Path) -> dict | None:
         record = judge(where)
         if not where.name.endswith(".withdrawing"):
             return record
         # The withdrawing bridge has just judged the file it moved aside its own...
-        monkeypatch.setattr(runtime_file, "_read_record", judge)
+        monkeypatch.setattr(runtime_file, "read_record", judge)
         runtime_file.publish(path, url="http://127.0.0.1:2", token="n" * 32, pid=os.getppid())  # ...then a newer one
         return record
 
-    monkeypatch.setattr(runtime_file, "_read_record", newer_publishes_meanwhile)
+    monkeypatch.setattr(runtime_file, "read_record", newer_publishes_meanwhile)
     assert runtime_file.withdraw(path, url="http://127.0.0.1:1", pid=os.getpid()) is True
     assert json.loads(path.read_text())["http"] == "http://127.0.0.1:2"
 
@@ -139,7 +139,7 @@ def test_a_newer_bridge_publishing_during_withdraw_keeps_its_file(
 def test_a_hostile_file_at_the_path_reads_as_no_record_without_hanging(tmp_path: Path, kind: str) -> None:
     path = tmp_path / "server.json"
     place(path, kind)
-    assert runtime_file._read_record(path) is None
+    assert runtime_file.read_record(path) is None
     if kind in ("fifo", "dev-zero"):
         path.unlink()
     runtime_file.publish(path, url="http://127.0.0.1:1", token="t" * 32, pid=os.getpid())  # and publishing works
