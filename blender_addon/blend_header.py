@@ -9,6 +9,7 @@ offset is read from the file's own SDNA (the struct layout Blender wrote with it
 
 from __future__ import annotations
 
+import mmap
 import re
 import struct
 from pathlib import Path
@@ -24,13 +25,8 @@ def set_original_path(blend: Path, path: str) -> None:
     encoded = path.encode("utf-8")
     with blend.open("r+b") as file:
         layout = _Layout.read(file)
-        blocks = dict(layout.blocks(file, (b"GLOB", b"DNA1")))
-        if b"GLOB" not in blocks or b"DNA1" not in blocks:
-            raise UnknownLayout("no FileGlobal or SDNA block")
-        glob_at, glob_size, glob_sdna = blocks[b"GLOB"]
-        dna_at, dna_size, _ = blocks[b"DNA1"]
-        file.seek(dna_at)
-        offset, size = _field(file.read(dna_size), glob_sdna, ("filepath", "filename"), layout.pointer)
+        glob_at, glob_size, glob_sdna = layout.first(file, b"GLOB")
+        offset, size = _field(layout.sdna(file), glob_sdna, ("filepath", "filename"), layout.pointer)
         if offset + size > glob_size or len(encoded) >= size:
             raise UnknownLayout("the path does not fit FileGlobal.filepath")
         file.seek(glob_at + offset)
@@ -56,24 +52,41 @@ class _Layout:
             return cls(12, pointer, "<4siQii" if pointer == 8 else "<4siIii")
         raise UnknownLayout("not an uncompressed little-endian .blend")
 
-    def blocks(self, file: BinaryIO, codes: tuple[bytes, ...]) -> list[tuple[bytes, tuple[int, int, int]]]:
-        """(code, (data offset, data size, SDNA index)) of the first block of each code asked for."""
-        found: list[tuple[bytes, tuple[int, int, int]]] = []
+    def first(self, file: BinaryIO, code: bytes) -> tuple[int, int, int]:
+        """(data offset, data size, SDNA index) of the first block of `code`, walking from the start: for the
+        FileGlobal, which Blender writes among the first blocks."""
         position = self.header_size
-        while len(found) < len(codes):
+        while True:
             file.seek(position)
             raw = file.read(self.bhead_size)
             if len(raw) < self.bhead_size:
-                break
-            fields = struct.unpack(self.bhead, raw)
-            code = fields[0]
-            size, sdna = (fields[3], fields[1]) if self.header_size == 17 else (fields[1], fields[3])
-            if code == b"ENDB":
-                break
-            if code in codes and all(code != seen for seen, _ in found):
-                found.append((code, (position + self.bhead_size, size, sdna)))
+                raise UnknownLayout(f"no {code.decode()} block")
+            found, size, sdna = self._head(raw, 0)
+            if found == code:
+                return position + self.bhead_size, size, sdna
+            if found == b"ENDB":
+                raise UnknownLayout(f"no {code.decode()} block")
             position += self.bhead_size + size
-        return found
+
+    def sdna(self, file: BinaryIO) -> bytes:
+        """The SDNA block's data, found from the end: Blender writes it last, just before the empty ENDB block that
+        ends the file (a walk from the start reads every block's header, thousands for a thousand objects)."""
+        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
+            end = len(view) - self.bhead_size
+            if end < self.header_size or self._head(view, end)[:2] != (b"ENDB", 0):
+                raise UnknownLayout("the file does not end with an ENDB block")
+            at = view.rfind(b"DNA1", self.header_size, end)
+            while at >= 0:  # the last "DNA1" whose block header ends exactly at ENDB and holds an SDNA
+                data = at + self.bhead_size
+                if data + self._head(view, at)[1] == end and view[data : data + 8] == b"SDNANAME":
+                    return view[data:end]
+                at = view.rfind(b"DNA1", self.header_size, at)
+        raise UnknownLayout("no SDNA block")
+
+    def _head(self, raw: bytes | mmap.mmap, at: int) -> tuple[bytes, int, int]:
+        """(code, data size, SDNA index) of the block header at `at`."""
+        fields = struct.unpack_from(self.bhead, raw, at)
+        return (fields[0], fields[3], fields[1]) if self.header_size == 17 else (fields[0], fields[1], fields[3])
 
 
 def _field(dna: bytes, struct_index: int, wanted: tuple[str, ...], pointer: int) -> tuple[int, int]:
@@ -95,32 +108,30 @@ def _field(dna: bytes, struct_index: int, wanted: tuple[str, ...], pointer: int)
         raise UnknownLayout("SDNA without STRC")
     (count,) = struct.unpack_from("<i", dna, at + 4)
     at += 8
-    for index in range(count):
-        _type, members = struct.unpack_from("<hh", dna, at)
-        at += 4
-        offset = 0
-        for _ in range(members):
-            member_type, member_name = struct.unpack_from("<hh", dna, at)
-            at += 4
-            name = names[member_name]
-            size = _member_size(name, lengths[member_type], pointer)
-            if index == struct_index and _bare(name) in wanted:
-                return offset, size
-            offset += size
-        if index == struct_index:
-            break
+    if not 0 <= struct_index < count:
+        raise UnknownLayout(f"no struct {struct_index} in SDNA")
+    for _ in range(struct_index):  # the structs before ours: skipped (each member is two shorts)
+        (members,) = struct.unpack_from("<h", dna, at + 2)
+        at += 4 + 4 * members
+    (members,) = struct.unpack_from("<h", dna, at + 2)
+    offset = 0
+    for member in range(members):
+        member_type, member_name = struct.unpack_from("<hh", dna, at + 4 + 4 * member)
+        name = names[member_name].decode("latin-1")
+        size = _member_size(name, lengths[member_type], pointer)
+        if _bare(name) in wanted:
+            return offset, size
+        offset += size
     raise UnknownLayout(f"no field {wanted[0]!r}")
 
 
-def _strings(dna: bytes, at: int) -> tuple[list[str], int]:
+def _strings(dna: bytes, at: int) -> tuple[list[bytes], int]:
+    """An SDNA string list (names or types) undecoded: a field's name is decoded when its struct is read."""
     (count,) = struct.unpack_from("<i", dna, at)
-    at += 4
-    strings = []
-    for _ in range(count):
-        end = dna.index(b"\0", at)
-        strings.append(dna[at:end].decode("latin-1"))
-        at = end + 1
-    return strings, _aligned(at)
+    strings = dna[at + 4 :].split(b"\0", count)[:count]
+    if len(strings) < count:
+        raise UnknownLayout("SDNA strings cut short")
+    return strings, _aligned(at + 4 + sum(map(len, strings)) + count)
 
 
 def _aligned(at: int) -> int:
