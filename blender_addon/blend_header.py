@@ -9,11 +9,14 @@ offset is read from the file's own SDNA (the struct layout Blender wrote with it
 
 from __future__ import annotations
 
-import mmap
+import os
 import re
 import struct
 from pathlib import Path
 from typing import BinaryIO
+
+TAIL = 256 * 1024
+"""Bytes of a file's end read first to find its SDNA block (about 130 KB in Blender 5.x's files)."""
 
 
 class UnknownLayout(Exception):
@@ -22,11 +25,14 @@ class UnknownLayout(Exception):
 
 def set_original_path(blend: Path, path: str) -> None:
     """Write `path` into the uncompressed `blend` file's FileGlobal.filepath."""
-    encoded = path.encode("utf-8")
+    encoded = os.fsencode(path)  # as Blender wrote it: a path that is not UTF-8 on disk keeps its bytes
     with blend.open("r+b") as file:
         layout = _Layout.read(file)
         glob_at, glob_size, glob_sdna = layout.first(file, b"GLOB")
-        offset, size = _field(layout.sdna(file), glob_sdna, ("filepath", "filename"), layout.pointer)
+        try:
+            offset, size = _field(layout.sdna(file), glob_sdna, ("filepath", "filename"), layout.pointer)
+        except (struct.error, IndexError) as exc:  # an SDNA whose counts or indexes point outside it
+            raise UnknownLayout(f"a corrupt SDNA ({exc})") from None
         if offset + size > glob_size or len(encoded) >= size:
             raise UnknownLayout("the path does not fit FileGlobal.filepath")
         file.seek(glob_at + offset)
@@ -62,6 +68,8 @@ class _Layout:
             if len(raw) < self.bhead_size:
                 raise UnknownLayout(f"no {code.decode()} block")
             found, size, sdna = self._head(raw, 0)
+            if size < 0:
+                raise UnknownLayout(f"a block of negative size ({size}) before the {code.decode()} block")
             if found == code:
                 return position + self.bhead_size, size, sdna
             if found == b"ENDB":
@@ -70,20 +78,30 @@ class _Layout:
 
     def sdna(self, file: BinaryIO) -> bytes:
         """The SDNA block's data, found from the end: Blender writes it last, just before the empty ENDB block that
-        ends the file (a walk from the start reads every block's header, thousands for a thousand objects)."""
-        with mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as view:
-            end = len(view) - self.bhead_size
-            if end < self.header_size or self._head(view, end)[:2] != (b"ENDB", 0):
+        ends the file (a walk from the start reads every block's header, thousands for a thousand objects). The
+        file's tail is read, more of it while the block is not in it: plain reads work on any file system."""
+        size = file.seek(0, os.SEEK_END)
+        end = size - self.bhead_size
+        tail = TAIL
+        while True:
+            start = max(self.header_size, end - tail)
+            if end < start:
+                raise UnknownLayout("the file is too short for an ENDB block")
+            file.seek(start)
+            data = file.read(size - start)
+            if self._head(data, end - start)[:2] != (b"ENDB", 0):
                 raise UnknownLayout("the file does not end with an ENDB block")
-            at = view.rfind(b"DNA1", self.header_size, end)
+            at = data.rfind(b"DNA1", 0, end - start)
             while at >= 0:  # the last "DNA1" whose block header ends exactly at ENDB and holds an SDNA
-                data = at + self.bhead_size
-                if data + self._head(view, at)[1] == end and view[data : data + 8] == b"SDNANAME":
-                    return view[data:end]
-                at = view.rfind(b"DNA1", self.header_size, at)
-        raise UnknownLayout("no SDNA block")
+                body = at + self.bhead_size
+                if start + body + self._head(data, at)[1] == end and data[body : body + 8] == b"SDNANAME":
+                    return data[body : end - start]
+                at = data.rfind(b"DNA1", 0, at)
+            if start == self.header_size:
+                raise UnknownLayout("no SDNA block")
+            tail *= 4
 
-    def _head(self, raw: bytes | mmap.mmap, at: int) -> tuple[bytes, int, int]:
+    def _head(self, raw: bytes, at: int) -> tuple[bytes, int, int]:
         """(code, data size, SDNA index) of the block header at `at`."""
         fields = struct.unpack_from(self.bhead, raw, at)
         return (fields[0], fields[3], fields[1]) if self.header_size == 17 else (fields[0], fields[1], fields[3])
@@ -111,12 +129,12 @@ def _field(dna: bytes, struct_index: int, wanted: tuple[str, ...], pointer: int)
     if not 0 <= struct_index < count:
         raise UnknownLayout(f"no struct {struct_index} in SDNA")
     for _ in range(struct_index):  # the structs before ours: skipped (each member is two shorts)
-        (members,) = struct.unpack_from("<h", dna, at + 2)
+        (members,) = struct.unpack_from("<H", dna, at + 2)
         at += 4 + 4 * members
-    (members,) = struct.unpack_from("<h", dna, at + 2)
+    (members,) = struct.unpack_from("<H", dna, at + 2)
     offset = 0
-    for member in range(members):
-        member_type, member_name = struct.unpack_from("<hh", dna, at + 4 + 4 * member)
+    for member in range(members):  # read unsigned: an index out of the lists is an error, never another entry
+        member_type, member_name = struct.unpack_from("<HH", dna, at + 4 + 4 * member)
         name = names[member_name].decode("latin-1")
         size = _member_size(name, lengths[member_type], pointer)
         if _bare(name) in wanted:

@@ -59,9 +59,11 @@ def _blend(folder: Path) -> tuple[Path, int]:
     return blend, glob_at
 
 
+@pytest.mark.parametrize("tail", [blend_header.TAIL, 48], ids=["tail-holds-the-sdna", "tail-read-again-longer"])
 def test_the_path_lands_in_the_fileglobal_field_the_sdna_names_even_when_the_sdna_holds_a_block_code(
-    tmp_path: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tail: int
 ) -> None:
+    monkeypatch.setattr(blend_header, "TAIL", tail)
     blend, glob_at = _blend(tmp_path)
     before = blend.read_bytes()
     blend_header.set_original_path(blend, "/home/artist/chair.blend")
@@ -75,6 +77,38 @@ def test_the_path_lands_in_the_fileglobal_field_the_sdna_names_even_when_the_sdn
 def test_a_file_cut_short_is_an_unknown_layout_and_is_left_as_it_was(tmp_path: Path, cut: int) -> None:
     blend, _ = _blend(tmp_path)
     blend.write_bytes(blend.read_bytes()[:-cut])
+    before = blend.read_bytes()
+    with pytest.raises(blend_header.UnknownLayout):
+        blend_header.set_original_path(blend, "/home/artist/chair.blend")
+    assert blend.read_bytes() == before
+
+
+def test_a_path_that_is_not_utf8_on_disk_is_written_as_its_bytes(tmp_path: Path) -> None:
+    """Python names such a file with surrogates (`caf\\udce9`); Blender and the disk know it by its bytes."""
+    blend, glob_at = _blend(tmp_path)
+    blend_header.set_original_path(blend, "/home/artist/caf\udce9.blend")
+    assert blend.read_bytes()[glob_at + PATH_AT :].startswith(b"/home/artist/caf\xe9.blend\0")
+
+
+def _corrupted(blend: Path, at: int, value: bytes) -> None:
+    raw = bytearray(blend.read_bytes())
+    raw[at : at + len(value)] = value
+    blend.write_bytes(bytes(raw))
+
+
+@pytest.mark.parametrize("damage", ["negative-block-size", "member-count", "member-name-index", "member-type-index"])
+def test_a_corrupt_file_is_an_unknown_layout_at_once_and_is_left_as_it_was(tmp_path: Path, damage: str) -> None:
+    blend, _ = _blend(tmp_path)
+    raw = blend.read_bytes()
+    fileglobal = raw.index(struct.pack("<hh", 4, 4), raw.index(b"STRC"))
+    if damage == "negative-block-size":  # the walk to FileGlobal would stand still on this block for ever
+        _corrupted(blend, len(HEADER) + 16, struct.pack("<q", -32))
+    elif damage == "member-count":  # of the struct before FileGlobal: the skip over it leaves the SDNA
+        _corrupted(blend, raw.index(b"STRC") + 10, struct.pack("<h", 30000))
+    elif damage == "member-name-index":
+        _corrupted(blend, fileglobal + 6, struct.pack("<h", -2))
+    else:
+        _corrupted(blend, fileglobal + 4, struct.pack("<h", 999))
     before = blend.read_bytes()
     with pytest.raises(blend_header.UnknownLayout):
         blend_header.set_original_path(blend, "/home/artist/chair.blend")
