@@ -41,12 +41,14 @@ def encode(payload: Any) -> bytes:
 
 
 def _utf8(text: str) -> bytes:
-    """JSON text as UTF-8, even when a string in it holds a lone surrogate (a client's id, an undecodable
-    name read from a .blend): those are written as \\uXXXX escapes, which mean the same to a JSON reader."""
+    """JSON text as UTF-8, even when a string in it holds a lone surrogate (an undecodable file name Python read
+    with surrogateescape, a client's id): each becomes U+FFFD, as Blender shows an undecodable name. Written as a
+    \\uXXXX escape it is still JSON to Python's and JavaScript's readers, but the official Python SDK's (pydantic)
+    refuses the whole message, so the answer would be lost to Hermes, the relay and every Python client."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
-        return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text).encode("utf-8")
+        return _SURROGATE.sub("\ufffd", text).encode("utf-8")
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

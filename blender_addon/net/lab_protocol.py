@@ -82,7 +82,7 @@ def encode(envelope: dict[str, Any]) -> bytes:
         # only `"result":null` in the text is the field itself). Same bytes as the general splice, without its
         # random marker and second walk.
         text = dumps({**envelope, "result": None}).replace('"result":null', f'"result":{result}', 1)
-        with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate: the general path escapes it
+        with contextlib.suppress(UnicodeEncodeError):  # a lone surrogate: the general path replaces it
             return text.encode("utf-8") + b"\0"
     return encode_json(envelope) + b"\0"
 

@@ -204,6 +204,27 @@ def test_a_checkpoint_restores_a_scene_whose_objects_were_all_deleted_and_keeps_
     assert hashlib.sha256(user_file.read_bytes()).hexdigest() == on_disk
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="a file name that is not UTF-8: Linux file systems keep its bytes")
+def test_a_file_whose_name_is_not_utf8_is_checkpointed_and_restored_as_the_users_file(
+    bridge: Any, tmp_path: Path
+) -> None:
+    user_file = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9 chair.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=user_file)
+    assert bpy.data.filepath == user_file
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        saved = await client.call_tool("save_checkpoint", {"name": "latin-1 name"})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects.remove(bpy.data.objects['Cube'])"})
+        restored = await client.call_tool("restore_checkpoint", {"name": "latin-1 name"})
+        return saved, restored, _on_main(bridge, lambda: (sorted(o.name for o in bpy.data.objects), bpy.data.filepath))
+
+    saved, restored, (names, path) = _calls(bridge, "2026-07-28", script)
+    assert not saved.is_error, saved.text
+    assert not restored.is_error, restored.text
+    assert restored.structured["file_unchanged"] is True
+    assert (names, path) == (["Camera", "Cube", "Light"], user_file)
+
+
 def test_restores_in_a_never_saved_session_keep_one_copy_and_every_copy_the_user_saved(
     bridge: Any, tmp_path: Path
 ) -> None:

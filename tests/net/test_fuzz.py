@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from mcp.types import jsonrpc_message_adapter
 
 from blender_addon.jsontext import RawJson, dumps, encode
 from blender_addon.net.lab_protocol import LabConversation, LabSettings, _Incoming
@@ -177,12 +178,14 @@ def test_a_slow_lab_client_costs_linear_work_not_quadratic() -> None:
     assert incoming.buffer.examined <= 2 * len(incoming.buffer)  # quadratic would be ~1000x this
 
 
-def test_lone_surrogates_in_an_id_or_a_result_get_a_json_answer_not_a_500(fuzzed: Endpoint) -> None:
+def test_lone_surrogates_in_an_id_or_a_result_get_an_answer_the_official_sdk_parses(fuzzed: Endpoint) -> None:
+    """A lone surrogate (an undecodable file name, say) is U+FFFD in the answer: escaped, pydantic refuses it all."""
     body = b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/call","params":{"name":"echo","arguments":{"s":"\\udce9"},'
     body += b'"_meta":' + json.dumps(MODERN_META).encode() + b"}}"
     status, _, reply = fuzzed.post(None, fuzzed.headers(**modern_headers("tools/call", {"name": "echo"})), body=body)
-    assert status == 200 and reply["id"] == "\ud800"
-    assert reply["result"]["structuredContent"] == {"echo": {"s": "\udce9"}}
+    assert status == 200 and reply["id"] == "\ufffd"
+    assert reply["result"]["structuredContent"] == {"echo": {"s": "\ufffd"}}
+    jsonrpc_message_adapter.validate_json(json.dumps(reply))
     _serving(fuzzed)
 
 
@@ -196,4 +199,4 @@ def test_a_lone_surrogate_in_a_lab_result_gets_a_reply_not_a_dropped_connection(
         reply = _exchange(lab.address[1], b'{"type":"execute","code":"x","strict_json":true}\0', half_close=False)
     finally:
         lab.stop()
-    assert json.loads(reply.rstrip(b"\0")) == {"status": "ok", "result": {"name": "\udce9"}}
+    assert json.loads(reply.rstrip(b"\0")) == {"status": "ok", "result": {"name": "\ufffd"}}
