@@ -57,7 +57,9 @@ def configure(log_file: Path | None) -> Path | None:
     try:
         log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         owner_only_folder(log_file.parent)
-        handler = OwnerOnlyRotatingFileHandler(log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8")
+        handler = OwnerOnlyRotatingFileHandler(
+            log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", errors="backslashreplace"
+        )  # a path that is not UTF-8 (lone surrogates) is written escaped: strict, the whole line was dropped
     except OSError as exc:
         logger.warning("cannot write the log file %s: %s", log_file, exc.strerror or exc)
         return None

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -113,8 +114,17 @@ def _state_payload(state: str, detail: str) -> dict[str, Any]:
         "error": f"{reason} {action}".strip(),
         "user_action": action,
         "retry": retry,
-        "detail": detail,
+        "detail": well_formed(detail),
     }
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def well_formed(text: str) -> str:
+    """`text` with each lone surrogate (a path that is not UTF-8 on disk, as Python reads it) as U+FFFD, as the
+    bridge answers such a path: the SDK's writer cannot serialise a lone surrogate, and the relay would end."""
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
@@ -469,10 +479,7 @@ async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
     for instance in live_instances(spec):
         path = await open_file(instance.endpoint)
         seen.append(f"pid {instance.endpoint.pid}: {path or '(unsaved)'}")
-        bare_name = Path(wanted).name == wanted
-        if path and (
-            Path(path).name == wanted if bare_name else Path(path).resolve() == Path(wanted).expanduser().resolve()
-        ):
+        if path and is_open_file(path, wanted):
             matches.append(instance.endpoint.pid)
     if len(matches) != 1:
         found = "no Blender has" if not matches else "more than one Blender has"
@@ -480,6 +487,14 @@ async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
             f"{found} {wanted} open (serving: {'; '.join(seen) or 'none'})", state="app_not_running"
         )
     return matches[0]
+
+
+def is_open_file(path: str, wanted: str) -> bool:
+    """Whether the file a bridge says is open (`path`) is `wanted`, a path or a bare file name. A name that is not
+    UTF-8 on disk reaches us from the bridge with U+FFFD in it (`well_formed`), so `wanted` is compared so too."""
+    if Path(wanted).name == wanted:
+        return Path(path).name == well_formed(wanted)
+    return Path(path).resolve() == Path(well_formed(str(Path(wanted).expanduser().resolve())))
 
 
 def server(bridge: StdioBridge) -> Server[Any]:

@@ -13,8 +13,10 @@ from typing import Any, TextIO
 
 _FORMAT = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
 """Invisible format characters: bidirectional embeddings, overrides and isolates, zero-width marks."""
-_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}]")
-_CONTROL_OR_LINE_BREAK = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}]")
+_SURROGATES = "\ud800-\udfff"
+"""A name that is not UTF-8 on disk, as Python reads it: a terminal's UTF-8 stream cannot print one at all."""
+_CONTROL = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_FORMAT}{_SURROGATES}]")
+_CONTROL_OR_LINE_BREAK = re.compile(f"[\x00-\x1f\x7f-\x9f\u2028\u2029{_FORMAT}{_SURROGATES}]")
 
 
 def _escape(found: re.Match[str]) -> str:

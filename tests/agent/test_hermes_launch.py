@@ -111,6 +111,23 @@ def test_status_names_a_missing_toolkit_where_the_command_is_the_toolkit(tmp_pat
     assert found is not None and found.ok
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.skipif(
+    sys.platform != "linux", reason="a folder name that is not UTF-8: Linux file systems keep its bytes"
+)
+@pytest.mark.parametrize("client", ["hermes", ""], ids=["hermes", "any-other-client"])
+def test_a_runtime_file_under_a_folder_not_named_in_utf8_still_gets_the_state_through_a_real_stdio_session(
+    tmp_path: Path, client: str
+) -> None:
+    """A Latin-1 home, Blender closed: the state's detail names the path, which the SDK's writer cannot serialise
+    with a lone surrogate in it; the relay ended and the client heard only "Connection closed"."""
+    runtime_file = Path(os.fsdecode(os.fsencode(tmp_path) + b"/h\xe9/Blender/server.json"))
+    _, result = _session(runtime_file, {CLIENT_ENV: client})
+    answer = json.loads(result.content[0].text)
+    assert result.is_error is (client != "hermes")
+    assert answer["state"] == "app_not_running" and "h\ufffd" in answer["detail"]
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("client", ["hermes", ""], ids=["hermes", "any-other-client"])
 def test_a_call_blender_ran_before_it_died_stays_an_error_for_every_client(tmp_path: Path, client: str) -> None:

@@ -16,7 +16,7 @@ from mcp import types
 
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.instances import INSTANCES_FOLDER
-from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge
+from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge, is_open_file
 from hermes_blender.transport import Links
 from tests.scripted_bridge import ScriptedBridge, json_answer
 
@@ -96,3 +96,13 @@ def test_list_blenders_never_shows_the_model_a_port(listener: ScriptedBridge, tm
     text = result.content[0].text
     assert not result.is_error and json.loads(text)["serving"][0]["pid"] == os.getpid()
     assert str(listener.port) not in text + json.dumps(result.structured_content)
+
+
+def test_a_blender_is_pinned_by_a_file_name_that_is_not_utf8_as_the_bridge_names_it(tmp_path: Path) -> None:
+    """`mcp --file`: the bridge says such a name with U+FFFD (an answer every client parses); the name on the
+    command line holds the bytes (lone surrogates in Python), so both are compared the bridge's way."""
+    folder = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9")
+    said = f"{tmp_path}/caf\ufffd/chair \ufffdt\ufffd.blend"
+    assert is_open_file(said, f"{folder}/chair " + os.fsdecode(b"\xe9t\xe9") + ".blend")
+    assert is_open_file(said, os.fsdecode(b"chair \xe9t\xe9.blend"))
+    assert not is_open_file(said, f"{folder}/chair.blend") and not is_open_file(said, "chair.blend")

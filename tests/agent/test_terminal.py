@@ -32,3 +32,11 @@ def test_bidirectional_and_zero_width_characters_are_shown_not_obeyed() -> None:
     """U+202E would print 'ready' for a line that says something else; each such character is an escape."""
     for text in (printable, one_line):
         assert text("log\u202eydaer\u2066x\u200by\ufeff") == "log\\u202eydaer\\u2066x\\u200by\\ufeff"
+
+
+def test_a_path_that_is_not_utf8_on_disk_prints_with_its_bytes_visible() -> None:
+    """Python reads such a path with surrogates; a UTF-8 terminal stream cannot write one (status ended there)."""
+    for text in (printable, one_line):
+        shown = text("/home/caf\udce9/server.json")
+        assert shown == "/home/caf\\udce9/server.json"
+        shown.encode("utf-8")
