@@ -240,6 +240,11 @@ def _call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         _error("--arguments must be a JSON object")
         return EXIT_FAILURE
+    try:
+        json.dumps([args.tool, arguments], ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:  # bytes from the command line that are not UTF-8: no request can carry them
+        _error("the tool name or --arguments hold bytes that are not UTF-8 text")
+        return EXIT_FAILURE
     spec = RuntimeFileSpec(path=args.runtime_file)
     if args.pid is not None:
         spec = instance_spec(spec, args.pid)

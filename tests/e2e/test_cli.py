@@ -100,6 +100,23 @@ def test_call_without_blender_names_the_state_and_exits_3(tmp_path: Path) -> Non
     assert "[app_not_running]" in run.stderr and "no runtime file" in run.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a command line of bytes that are not UTF-8: POSIX only")
+@pytest.mark.parametrize("where", ["tool", "arguments"])
+def test_a_call_whose_command_line_is_not_utf8_text_is_a_clear_error_not_a_traceback(
+    tmp_path: Path, where: str
+) -> None:
+    tool = os.fsencode("get_objects_summary") + (b"\xe9" if where == "tool" else b"")
+    arguments = b'{"name": "caf\xe9"}' if where == "arguments" else b"{}"
+    run = subprocess.run(
+        [*map(os.fsencode, CLI), b"call", tool, b"--arguments", arguments, b"--runtime-file", b"none.json"],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert run.returncode == 2 and b"Traceback" not in run.stderr  # EXIT_FAILURE, as for arguments not JSON
+    assert b"not UTF-8 text" in run.stderr
+
+
 @contextmanager
 def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running."""
