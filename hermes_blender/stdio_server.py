@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -47,6 +46,7 @@ from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
 from .stdio_wire import stdio_streams
+from .surrogates import well_formed, well_formed_in
 from .time_limits import SILENCE
 from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
 
@@ -99,6 +99,8 @@ def _own_tools() -> list[types.Tool]:
 
 
 def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    """A result the relay composes: paths in it that are not UTF-8 say U+FFFD, as the bridge says them."""
+    payload = well_formed_in(payload)
     text = json.dumps(payload, ensure_ascii=False)
     structured = None if is_error else payload
     return types.CallToolResult(
@@ -114,17 +116,8 @@ def _state_payload(state: str, detail: str) -> dict[str, Any]:
         "error": f"{reason} {action}".strip(),
         "user_action": action,
         "retry": retry,
-        "detail": well_formed(detail),
+        "detail": detail,
     }
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def well_formed(text: str) -> str:
-    """`text` with each lone surrogate (a path that is not UTF-8 on disk, as Python reads it) as U+FFFD, as the
-    bridge answers such a path: the SDK's writer cannot serialise a lone surrogate, and the relay would end."""
-    return _SURROGATE.sub("\ufffd", text)
 
 
 def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
@@ -138,7 +131,7 @@ def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.Ca
 def unavailable_error(state: str, detail: str) -> MCPError:
     """A read Blender could not answer (a resource, a prompt): a JSON-RPC error whose message starts with the state
     and whose data is the state's JSON, as a tool error carries it."""
-    payload = _state_payload(state, detail)
+    payload = well_formed_in(_state_payload(state, detail))
     return MCPError(INTERNAL_ERROR, f"{state}: {payload['error']}", payload)
 
 
@@ -475,6 +468,13 @@ async def open_file(endpoint: LiveEndpoint) -> str | None:
 
 async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
     """The pid of the one serving Blender whose open file is `wanted` (a path, or a bare file name)."""
+    if well_formed(wanted) != wanted:
+        raise LiveEndpointUnavailable(
+            f"--file {well_formed(wanted)} names a file whose name is not UTF-8: Blender's answers show such a name "
+            "with U+FFFD, which another file's may share, so it cannot pin one Blender. Pin it with --pid instead "
+            "(list_blenders shows each Blender's pid and file)",
+            state="app_not_running",
+        )
     matches, seen = [], []
     for instance in live_instances(spec):
         path = await open_file(instance.endpoint)
@@ -491,10 +491,13 @@ async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
 
 def is_open_file(path: str, wanted: str) -> bool:
     """Whether the file a bridge says is open (`path`) is `wanted`, a path or a bare file name. A name that is not
-    UTF-8 on disk reaches us from the bridge with U+FFFD in it (`well_formed`), so `wanted` is compared so too."""
+    UTF-8 on disk reaches us with U+FFFD (what every client parses), which other names may share: it never matches,
+    so no other Blender is ever pinned for it (`pin_by_file` says to use `--pid`)."""
+    if "\ufffd" in path or well_formed(wanted) != wanted:
+        return False
     if Path(wanted).name == wanted:
-        return Path(path).name == well_formed(wanted)
-    return Path(path).resolve() == Path(well_formed(str(Path(wanted).expanduser().resolve())))
+        return Path(path).name == wanted
+    return Path(path).resolve() == Path(wanted).expanduser().resolve()
 
 
 def server(bridge: StdioBridge) -> Server[Any]:

@@ -32,6 +32,7 @@ from mcp.types import ErrorData
 from .contract.liveness import LiveEndpoint, require_own_blender
 from .errors import LiveEndpointUnavailable, ToolCallFailed
 from .protocol import versions
+from .surrogates import loads
 from .time_limits import SILENCE, limit_of
 
 MAX_HEAD = 64 * 1024
@@ -274,7 +275,7 @@ class BridgeLink:
 
     def _result(self, status: int, content: bytes) -> dict[str, Any]:
         try:
-            answer = json.loads(content)
+            answer = loads(content)
         except ValueError:
             answer = None
         if status == 401:
@@ -412,7 +413,7 @@ async def _answer_of_stream(stream: BufferedByteStream, on_notification: OnNotif
             data = b"\n".join(line[6:] for line in event.split(b"\n") if line.startswith(b"data: "))
             if not data:
                 continue  # a comment (a stream's keep-alive)
-            message = json.loads(data)
+            message = loads(data)
             if "id" in message:
                 answer = data
             elif isinstance(message.get("params"), dict):

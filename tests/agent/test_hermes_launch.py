@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
 
 from hermes_blender.checks import status_report
 from hermes_blender.contract.host import HostFacts
@@ -122,10 +123,23 @@ def test_a_runtime_file_under_a_folder_not_named_in_utf8_still_gets_the_state_th
     """A Latin-1 home, Blender closed: the state's detail names the path, which the SDK's writer cannot serialise
     with a lone surrogate in it; the relay ended and the client heard only "Connection closed"."""
     runtime_file = Path(os.fsdecode(os.fsencode(tmp_path) + b"/h\xe9/Blender/server.json"))
-    _, result = _session(runtime_file, {CLIENT_ENV: client})
+    command = [sys.executable, "-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)]
+    server = StdioServerParameters(command=command[0], args=command[1:], env={**os.environ, CLIENT_ENV: client})
+
+    async def main() -> tuple[Any, Any]:
+        async with Client(stdio_client(server), read_timeout_seconds=60) as session:  # type: ignore[arg-type]
+            result = await session.call_tool("get_objects_summary", {})
+            try:
+                await session.read_resource("blender://scene")
+            except MCPError as exc:  # a read Blender could not answer: a JSON-RPC error carrying the state
+                return result, exc.error.data
+            raise AssertionError("a read with Blender closed answered")
+
+    result, read_refused = asyncio.run(main())
     answer = json.loads(result.content[0].text)
     assert result.is_error is (client != "hermes")
-    assert answer["state"] == "app_not_running" and "h\ufffd" in answer["detail"]
+    for said in (answer, read_refused):
+        assert said["state"] == "app_not_running" and "h\ufffd" in said["detail"]
 
 
 @pytest.mark.timeout(180)

@@ -9,14 +9,23 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 from mcp import types
 
 from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.errors import LiveEndpointUnavailable
 from hermes_blender.instances import INSTANCES_FOLDER
-from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge, is_open_file
+from hermes_blender.stdio_server import (
+    LIST_BLENDERS,
+    BlenderChoice,
+    StdioBridge,
+    is_open_file,
+    pin_by_file,
+    shipped_catalogue,
+)
 from hermes_blender.transport import Links
 from tests.scripted_bridge import ScriptedBridge, json_answer
 
@@ -98,11 +107,45 @@ def test_list_blenders_never_shows_the_model_a_port(listener: ScriptedBridge, tm
     assert str(listener.port) not in text + json.dumps(result.structured_content)
 
 
-def test_a_blender_is_pinned_by_a_file_name_that_is_not_utf8_as_the_bridge_names_it(tmp_path: Path) -> None:
-    """`mcp --file`: the bridge says such a name with U+FFFD (an answer every client parses); the name on the
-    command line holds the bytes (lone surrogates in Python), so both are compared the bridge's way."""
-    folder = os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9")
-    said = f"{tmp_path}/caf\ufffd/chair \ufffdt\ufffd.blend"
-    assert is_open_file(said, f"{folder}/chair " + os.fsdecode(b"\xe9t\xe9") + ".blend")
-    assert is_open_file(said, os.fsdecode(b"chair \xe9t\xe9.blend"))
-    assert not is_open_file(said, f"{folder}/chair.blend") and not is_open_file(said, "chair.blend")
+def test_a_file_name_that_is_not_utf8_never_pins_a_blender_and_the_answer_says_to_use_the_pid(tmp_path: Path) -> None:
+    """`mcp --file`: the bridge says such a name with U+FFFD (an answer every client parses), which other names
+    share (cp1251 `дом` and `кот` alike): matching it could pin another Blender's scene, so it never matches."""
+    said = f"{tmp_path}/caf\ufffd/chair.blend"
+    assert not is_open_file(said, os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9/chair.blend"))
+    assert not is_open_file(said, "chair.blend") and not is_open_file(f"{tmp_path}/\ufffd.blend", "\ufffd.blend")
+    assert is_open_file(f"{tmp_path}/chair.blend", "chair.blend")
+    assert is_open_file(f"{tmp_path}/caf\u00e9.blend", f"{tmp_path}/caf\u00e9.blend")
+    wanted = os.fsdecode(b"caf\xe9.blend")
+    with pytest.raises(LiveEndpointUnavailable, match="--pid"):
+        anyio.run(pin_by_file, _published(tmp_path, 1), wanted)
+
+
+def test_a_lone_surrogate_an_older_bridge_or_a_record_sends_reaches_the_client_as_u_fffd(tmp_path: Path) -> None:
+    """Add-ons before this toolkit escaped a path that is not UTF-8 (`\\udce9`), and any process of the user can
+    write a record: parsed, the lone surrogate is one the SDK cannot write, and the relay ended."""
+    path = os.fsdecode(b"/home/caf\xe9/chair.blend")
+
+    def answer(conn: Any, request: Any) -> bool:
+        listing = request.body["method"] == "tools/list"
+        tools = {"tools": shipped_catalogue()}
+        failed = {"content": [{"type": "text", "text": f"no file {path}"}], "isError": True}
+        conn.sendall(json_answer(request, tools if listing else failed))
+        return True
+
+    bridge = ScriptedBridge(answer)
+    blender = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", "blender"], pass_fds=[bridge.fileno()]
+    )
+    try:
+        spec = _published(tmp_path, bridge.port, blender.pid)
+        record = tmp_path / INSTANCES_FOLDER / f"{blender.pid}.json"
+        record.write_text(json.dumps({**json.loads(record.read_text()), "blender_version": os.fsdecode(b"5.1\xe9")}))
+        answered, listed = relayed_call(spec, "get_objects_summary"), _call(spec, LIST_BLENDERS)
+    finally:
+        blender.kill()
+        blender.wait()
+        bridge.close()
+    assert answered.is_error and answered.content[0].text == "no file /home/caf\ufffd/chair.blend"
+    assert json.loads(listed.content[0].text)["serving"][0]["blender_version"] == "5.1\ufffd"
+    for result in (answered, listed):
+        result.model_dump_json()  # what the SDK's writer does for the relay's client
