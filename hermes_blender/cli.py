@@ -28,7 +28,7 @@ from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .resources import PLUGIN_ROOT
-from .terminal import ProgressBar, printable
+from .terminal import ProgressBar, one_line, printable
 
 if TYPE_CHECKING:
     from .client import ToolResult
@@ -299,7 +299,15 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
 
 def _mcp(args: argparse.Namespace) -> int:
     from .stdio_server import run  # the server's imports are for this command only
+    from .surrogates import well_formed
 
+    if args.file is not None and well_formed(args.file) != args.file:
+        _error(
+            f"--file {printable(one_line(args.file))} is not UTF-8: Blender's answers show such a name with U+FFFD, "
+            "which another file's may share, so it cannot pin one Blender. Pin it with --pid (list_blenders shows "
+            "each Blender's pid and file)"
+        )
+        return EXIT_FAILURE
     handlers: list[logging.Handler] = [logging.StreamHandler()]  # stderr: stdout is the protocol
     if args.log_file is not None:
         handlers.append(LogFileHandler(_expand(str(args.log_file))))

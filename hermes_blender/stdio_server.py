@@ -46,7 +46,7 @@ from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
 from .stdio_wire import stdio_streams
-from .surrogates import well_formed, well_formed_in
+from .surrogates import well_formed_in
 from .time_limits import SILENCE
 from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
 
@@ -468,13 +468,6 @@ async def open_file(endpoint: LiveEndpoint) -> str | None:
 
 async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
     """The pid of the one serving Blender whose open file is `wanted` (a path, or a bare file name)."""
-    if well_formed(wanted) != wanted:
-        raise LiveEndpointUnavailable(
-            f"--file {well_formed(wanted)} names a file whose name is not UTF-8: Blender's answers show such a name "
-            "with U+FFFD, which another file's may share, so it cannot pin one Blender. Pin it with --pid instead "
-            "(list_blenders shows each Blender's pid and file)",
-            state="app_not_running",
-        )
     matches, seen = [], []
     for instance in live_instances(spec):
         path = await open_file(instance.endpoint)
@@ -491,13 +484,12 @@ async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
 
 def is_open_file(path: str, wanted: str) -> bool:
     """Whether the file a bridge says is open (`path`) is `wanted`, a path or a bare file name. A name that is not
-    UTF-8 on disk reaches us with U+FFFD (what every client parses), which other names may share: it never matches,
-    so no other Blender is ever pinned for it (`pin_by_file` says to use `--pid`)."""
-    if "\ufffd" in path or well_formed(wanted) != wanted:
-        return False
-    if Path(wanted).name == wanted:
-        return Path(path).name == wanted
-    return Path(path).resolve() == Path(wanted).expanduser().resolve()
+    UTF-8 on disk reaches us with U+FFFD (what every client parses), which other names may share: such a name never
+    matches, so no other Blender is ever pinned for it (`mcp --file` refuses a wanted name that is not UTF-8 and
+    says to use `--pid`; the bridge's answers never hold one)."""
+    if Path(wanted).name == wanted:  # a bare file name: only the open file's name is compared
+        return "\ufffd" not in Path(path).name and Path(path).name == wanted
+    return "\ufffd" not in path and Path(path).resolve() == Path(wanted).expanduser().resolve()
 
 
 def server(bridge: StdioBridge) -> Server[Any]:

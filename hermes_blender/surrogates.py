@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-ESCAPED = (b"\\ud", b"\\uD")
+ESCAPED = ("\\ud", "\\uD")
 """How a surrogate looks escaped in JSON text: only text holding one can parse to a lone surrogate."""
 
 
@@ -34,7 +34,10 @@ def well_formed_in(value: Any) -> Any:
     return value
 
 
-def loads(text: bytes) -> Any:
-    """JSON text parsed, each lone surrogate in it as U+FFFD (walked only when the text escapes a surrogate)."""
+def loads(body: bytes) -> Any:
+    """A JSON body parsed, each lone surrogate in it as U+FFFD. Decoded as UTF-8 here (bytes that are not, a
+    surrogate's UTF-8 form included, as U+FFFD; `json.loads` of bytes would keep them), so only an escape can
+    still give one: the value is walked only when the text holds one."""
+    text = body.decode("utf-8", errors="replace")
     value = json.loads(text)
     return well_formed_in(value) if any(escape in text for escape in ESCAPED) else value

@@ -16,14 +16,12 @@ import pytest
 from mcp import types
 
 from hermes_blender.contract.liveness import RuntimeFileSpec
-from hermes_blender.errors import LiveEndpointUnavailable
 from hermes_blender.instances import INSTANCES_FOLDER
 from hermes_blender.stdio_server import (
     LIST_BLENDERS,
     BlenderChoice,
     StdioBridge,
     is_open_file,
-    pin_by_file,
     shipped_catalogue,
 )
 from hermes_blender.transport import Links
@@ -107,17 +105,16 @@ def test_list_blenders_never_shows_the_model_a_port(listener: ScriptedBridge, tm
     assert str(listener.port) not in text + json.dumps(result.structured_content)
 
 
-def test_a_file_name_that_is_not_utf8_never_pins_a_blender_and_the_answer_says_to_use_the_pid(tmp_path: Path) -> None:
+def test_a_file_name_that_is_not_utf8_never_pins_a_blender_but_a_file_in_such_a_folder_does(tmp_path: Path) -> None:
     """`mcp --file`: the bridge says such a name with U+FFFD (an answer every client parses), which other names
-    share (cp1251 `дом` and `кот` alike): matching it could pin another Blender's scene, so it never matches."""
+    share (cp1251 `дом` and `кот` alike): matching it could pin another Blender's scene, so it never matches. A
+    bare name still finds its file in a folder that is not UTF-8 (a Latin-1 home)."""
     said = f"{tmp_path}/caf\ufffd/chair.blend"
     assert not is_open_file(said, os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9/chair.blend"))
-    assert not is_open_file(said, "chair.blend") and not is_open_file(f"{tmp_path}/\ufffd.blend", "\ufffd.blend")
-    assert is_open_file(f"{tmp_path}/chair.blend", "chair.blend")
+    assert not is_open_file(f"{tmp_path}/\ufffd.blend", "\ufffd.blend") and not is_open_file(said, said)
+    assert not is_open_file(f"{tmp_path}/\ufffd.blend", os.fsdecode(b"\xe9.blend"))
+    assert is_open_file(said, "chair.blend") and not is_open_file(said, "table.blend")
     assert is_open_file(f"{tmp_path}/caf\u00e9.blend", f"{tmp_path}/caf\u00e9.blend")
-    wanted = os.fsdecode(b"caf\xe9.blend")
-    with pytest.raises(LiveEndpointUnavailable, match="--pid"):
-        anyio.run(pin_by_file, _published(tmp_path, 1), wanted)
 
 
 def test_a_lone_surrogate_an_older_bridge_or_a_record_sends_reaches_the_client_as_u_fffd(tmp_path: Path) -> None:

@@ -117,6 +117,20 @@ def test_a_call_whose_command_line_is_not_utf8_text_is_a_clear_error_not_a_trace
     assert b"not UTF-8 text" in run.stderr
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="a command line of bytes that are not UTF-8: POSIX only")
+def test_mcp_refuses_a_file_to_pin_whose_name_is_not_utf8_and_says_to_pin_by_pid(tmp_path: Path) -> None:
+    """Blender's answers say such a name with U+FFFD, which another file's may share: it cannot pin one Blender."""
+    run = subprocess.run(
+        [*map(os.fsencode, CLI), b"mcp", b"--file", b"caf\xe9.blend", b"--runtime-file", b"none.json"],
+        capture_output=True,
+        timeout=60,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2 and b"Traceback" not in run.stderr
+    assert b"--file caf\\udce9.blend is not UTF-8" in run.stderr and b"--pid" in run.stderr
+
+
 @contextmanager
 def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running."""
