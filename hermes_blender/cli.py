@@ -22,9 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .console_log import LogFileHandler
-from .contract.host import HostFacts
-from .contract.liveness import DECLARED_PATH, RuntimeFileSpec
+from .contract import DECLARED_PATH
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .resources import PLUGIN_ROOT
@@ -34,7 +32,8 @@ if TYPE_CHECKING:
     from .client import ToolResult
 
 # Each command imports what only it needs, in its handler: `mcp` answers a client's `initialize` as soon as the
-# SDK is loaded (Gemini CLI gives a stdio server 5 s by default), not after the checks' YAML or the headless runner.
+# SDK is loaded (Gemini CLI gives a stdio server 5 s by default), not after the checks' YAML, the headless runner
+# or the contract's parsers (tests/agent/test_stdio_start.py).
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
 
@@ -229,6 +228,7 @@ def _set_on_eof(stop: threading.Event) -> None:
 
 def _call(args: argparse.Namespace) -> int:
     from .client import BridgeClient
+    from .contract.liveness import RuntimeFileSpec
     from .instances import instance_spec, live_instances
     from .summary import format_objects_summary
 
@@ -298,6 +298,7 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    from .console_log import LogFileHandler
     from .stdio_server import run  # the server's imports are for this command only
     from .surrogates import well_formed
 
@@ -314,7 +315,7 @@ def _mcp(args: argparse.Namespace) -> int:
     for handler in handlers:
         handler.setFormatter(_Redacting("%(asctime)s hermes-blender mcp: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=handlers)
-    run(RuntimeFileSpec(path=args.runtime_file), pid=args.pid, file=args.file)
+    run(args.runtime_file, pid=args.pid, file=args.file)
     return EXIT_OK
 
 
@@ -344,6 +345,7 @@ def _connect(args: argparse.Namespace) -> int:
         host_defaults,
         write_entry,
     )
+    from .contract.host import HostFacts
 
     client = CLIENTS[args.client]
     extra: tuple[str, ...] = ()
@@ -374,6 +376,7 @@ def _connect(args: argparse.Namespace) -> int:
 
 def _demo(args: argparse.Namespace) -> int:
     from .client import BridgeClient
+    from .contract.liveness import RuntimeFileSpec
     from .headless import HeadlessBlender
     from .summary import format_objects_summary
 
@@ -425,6 +428,7 @@ def _install_addon(args: argparse.Namespace) -> int:
 
 def _validate(args: argparse.Namespace) -> int:
     from .checks import render_validation, validate, validation_report
+    from .contract.host import HostFacts
 
     host = HostFacts()
     try:
@@ -442,6 +446,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from .checks import render_status, status_report, validate
+    from .contract.host import HostFacts
 
     host = HostFacts()
     package = validate(args.plugin_dir, host)
@@ -496,6 +501,8 @@ def _default_serve_log() -> Path:
 
 
 def _expand(path: str) -> Path:
+    from .contract.host import HostFacts
+
     return HostFacts().expand_path(path)
 
 

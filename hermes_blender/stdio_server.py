@@ -27,33 +27,30 @@ from __future__ import annotations
 import json
 import logging
 import os
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from importlib import resources
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from mcp import types
 from mcp.server.lowlevel import NotificationOptions, Server
 from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler, ResourceUpdated
 from mcp.shared.exceptions import MCPError
-from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp.types import INVALID_PARAMS
 
 from . import __version__
-from .contract.host import HostFacts
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
-from .contract.status import describe
-from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
-from .instances import instance_spec, live_instances
+from .contract import DECLARED_PATH
+from .errors import BlenderBridgeError
 from .stdio_wire import stdio_streams
-from .surrogates import well_formed_in
 from .time_limits import SILENCE
-from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
+
+if TYPE_CHECKING:
+    from .stdio_calls import BlenderCalls
+    from .transport import BridgeLink
 
 log = logging.getLogger("hermes_blender.mcp")
 
 NAME = "blender"
-APP = "Blender"
 CLIENT_ENV = "HERMES_BLENDER_CLIENT"
 """Set by the client's launch line (the Hermes plugin's mcp.json says `hermes`); unset for every other client."""
 STATES_AS_RESULTS = frozenset({"hermes"})
@@ -98,57 +95,6 @@ def _own_tools() -> list[types.Tool]:
     ]
 
 
-def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
-    """A result the relay composes: paths in it that are not UTF-8 say U+FFFD, as the bridge says them."""
-    payload = well_formed_in(payload)
-    text = json.dumps(payload, ensure_ascii=False)
-    structured = None if is_error else payload
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
-    )
-
-
-def _state_payload(state: str, detail: str) -> dict[str, Any]:
-    """The named state, its sentence, its one action and retry policy, as `status` says them."""
-    reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
-    return {
-        "state": state,
-        "error": f"{reason} {action}".strip(),
-        "user_action": action,
-        "retry": retry,
-        "detail": detail,
-    }
-
-
-def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
-    """A call Blender could not take, as a tool error carrying the named state.
-
-    `as_result`: nothing was sent to Blender, so nothing was rejected; for a client whose breaker counts tool
-    errors (Hermes) the same JSON is an ordinary result (with it as structured content), never `isError`."""
-    return _text_result(_state_payload(state, detail), is_error=not as_result)
-
-
-def unavailable_error(state: str, detail: str) -> MCPError:
-    """A read Blender could not answer (a resource, a prompt): a JSON-RPC error whose message starts with the state
-    and whose data is the state's JSON, as a tool error carries it."""
-    payload = well_formed_in(_state_payload(state, detail))
-    return MCPError(INTERNAL_ERROR, f"{state}: {payload['error']}", payload)
-
-
-NOT_RUN = frozenset({"busy"})
-"""Blender's own answers for a call it never began (its main thread did not take it in time): for Hermes, results."""
-
-
-def _state_of(result: types.CallToolResult) -> str | None:
-    """The state a tool error's JSON text names, if any."""
-    first = result.content[0] if result.content else None
-    try:
-        payload = json.loads(first.text) if isinstance(first, types.TextContent) else None
-    except ValueError:
-        return None
-    return payload.get("state") if isinstance(payload, dict) else None
-
-
 NAME_CHARS = 64
 """Blender's longest datablock name (63 bytes) and more: a template's argument, percent-encoded, is at most 3x."""
 
@@ -168,81 +114,19 @@ def states_as_results(env: dict[str, str] | None = None) -> bool:
     return client.strip().lower() in STATES_AS_RESULTS
 
 
-@dataclass
-class BlenderChoice:
-    """Which Blender this session talks to: pinned (`--pid`, `--file`), else the runtime file's, kept once reached.
-
-    With several Blenders open, the runtime file names the newest; a session that began with another stays
-    with it while it serves. When its Blender has closed, it follows the runtime file to the one serving now
-    (a restart), and says so in that answer: it never switches silently.
-    """
-
-    spec: RuntimeFileSpec
-    pinned: int | None = None
-    """A pid the user chose: only that Blender, never another."""
-    wanted_file: str | None = None
-    """Pin, at the first call, the one Blender that has this file open (a path, or a bare file name)."""
-    current: int | None = None
-    """The Blender this session has talked to."""
-    host: HostFacts = field(default_factory=HostFacts)
-    """Made once: reading the environment on every call cost more than reading the runtime file."""
-
-    @property
-    def talking_to(self) -> int | None:
-        return self.pinned if self.pinned is not None else self.current
-
-    async def endpoint(self) -> tuple[LiveEndpoint, str | None]:
-        """The endpoint to call now, and a note for the model when it is not the Blender used so far."""
-        if self.pinned is None and self.wanted_file is not None:
-            self.pinned = await pin_by_file(self.spec, self.wanted_file)
-        if self.pinned is not None:
-            return self._read(instance_spec(self.spec, self.pinned, self.host)), None
-        if self.current is not None:
-            try:
-                return self._read(instance_spec(self.spec, self.current, self.host)), None
-            except LiveEndpointUnavailable:
-                pass  # closed (or a bridge without per-process records): the runtime file decides
-        endpoint = self._read(self.spec)
-        note = None
-        if self.current is not None and endpoint.pid != self.current:
-            note = (
-                f"Note: the Blender this session used before (pid {self.current}) is no longer serving; this "
-                f"answer comes from the Blender serving now (pid {endpoint.pid}). Its scene may differ."
-            )
-        self.current = endpoint.pid
-        return endpoint, note
-
-    def _read(self, spec: RuntimeFileSpec) -> LiveEndpoint:
-        return read_live_endpoint(spec, self.host)
-
-
-def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | None:
-    """When the client asked for progress: each of the bridge's notifications, sent on under the client's token."""
-    token = (params.meta or {}).get("progress_token")
-    if token is None:
-        return None
-
-    async def forward(notification: dict[str, Any]) -> None:
-        await ctx.session.send_progress_notification(
-            token,
-            notification["progress"],
-            notification.get("total"),
-            notification.get("message"),
-            related_request_id=ctx.request_id,
-        )
-
-    return forward
-
-
 class StdioBridge:
-    """The handlers: the shipped catalogue, and each call forwarded to the Blender this session talks to."""
+    """The handlers: the shipped catalogue, and each call forwarded to the Blender this session talks to.
 
-    def __init__(self, choice: BlenderChoice, links: Links, *, states_as_results: bool = False) -> None:
-        self._choice = choice
-        self._links = links
+    `calls` makes the way to Blender (`stdio_calls.BlenderCalls`) at the first request that needs it: the handshake
+    and the listings answer without it."""
+
+    def __init__(self, calls: Callable[[], BlenderCalls], *, states_as_results: bool = False) -> None:
+        self._make_calls = calls
+        self._calls: BlenderCalls | None = None
         self._states_as_results = states_as_results
         """Blender's absence (found before anything is sent) answers as a result, not `isError` (Hermes)."""
-        self._tools = self._served([types.Tool.model_validate(tool) for tool in shipped_catalogue()])
+        self._tools: list[types.Tool] | None = None
+        """The tools served: the shipped catalogue (read at the first listing), then a Blender's own if it differs."""
         self._checked_pids: set[int] = set()
         """Blenders whose own catalogue was compared with the one served (once each)."""
         self._subscribed: set[str] = set()
@@ -258,6 +142,22 @@ class StdioBridge:
         self._resubscribed = anyio.Event()
         """Set when the subscriptions changed: the stream to Blender is opened again for the new set."""
 
+    @property
+    def _blender(self) -> BlenderCalls:
+        if self._calls is None:
+            self._calls = self._make_calls()
+        return self._calls
+
+    async def close(self) -> None:
+        if self._calls is not None:
+            await self._calls.close()
+
+    @property
+    def _catalogue(self) -> list[types.Tool]:
+        if self._tools is None:
+            self._tools = self._served([types.Tool.model_validate(tool) for tool in shipped_catalogue()])
+        return self._tools
+
     def _served(self, tools: list[types.Tool]) -> list[types.Tool]:
         """The tools as this client gets them. Where Blender's absence is a result (Hermes), without output
         schemas: an SDK client refuses a result whose structured content does not match the tool's schema, and
@@ -267,24 +167,12 @@ class StdioBridge:
         return [tool.model_copy(update={"output_schema": None}) for tool in tools]
 
     async def list_tools(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[*self._tools, *_own_tools()])
-
-    async def _forward(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """A request other than a tool call, sent on to the Blender this session talks to; Blender's absence or a
-        failed exchange as `unavailable_error`, the bridge's own JSON-RPC error as it came (MCPError)."""
-        try:
-            endpoint, _note = await self._choice.endpoint()
-            link = await self._links.link_to(endpoint)
-            return await link.request(method, params)
-        except LiveEndpointUnavailable as exc:
-            raise unavailable_error(exc.state, str(exc)) from None
-        except (TokenRefused, ToolCallFailed) as exc:
-            raise unavailable_error("endpoint_unavailable", str(exc)) from None
+        return types.ListToolsResult(tools=[*self._catalogue, *_own_tools()])
 
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         """Blender's list (its render tasks included); the shipped one while Blender cannot be reached."""
         try:
-            return types.ListResourcesResult.model_validate(await self._forward("resources/list", {}))
+            return types.ListResourcesResult.model_validate(await self._blender.forward("resources/list", {}))
         except MCPError:
             return types.ListResourcesResult(resources=shipped_views()["resources"])
 
@@ -294,7 +182,7 @@ class StdioBridge:
         return types.ListResourceTemplatesResult(resource_templates=shipped_views()["resourceTemplates"])
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        answer = await self._forward("resources/read", {"uri": str(params.uri)})
+        answer = await self._blender.forward("resources/read", {"uri": str(params.uri)})
         return types.ReadResourceResult.model_validate(answer)
 
     async def subscribe_resource(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
@@ -366,12 +254,12 @@ class StdioBridge:
 
             group.start_soon(stop_when_changed)
             try:
-                endpoint, _note = await self._choice.endpoint()
+                endpoint = await self._blender.endpoint()
                 if heard_from is not None and endpoint.pid != heard_from:
                     for uri in uris:
                         await self._updated(uri)
                 heard_from = endpoint.pid
-                await BridgeLink(endpoint).listen(uris, self._updated)
+                await self._blender.listen(endpoint, uris, self._updated)
             except MCPError as exc:  # Blender refused the stream itself: say so once for this set, not every retry
                 if uris != self._refused:
                     log.warning("Blender refused the stream of resource updates: %s", exc)
@@ -392,30 +280,15 @@ class StdioBridge:
         return types.ListPromptsResult(prompts=shipped_views()["prompts"])
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        answer = await self._forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
+        answer = await self._blender.forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
         return types.GetPromptResult.model_validate(answer)
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name == LIST_BLENDERS:
-            return await self._list_blenders()
-        try:
-            endpoint, note = await self._choice.endpoint()
-            link = await self._links.link_to(endpoint)
-            arguments = {"name": params.name, "arguments": params.arguments or {}}
-            answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
-            result = types.CallToolResult.model_validate(answer)
-        except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
-            return unavailable(exc.state, str(exc), as_result=self._states_as_results)
-        except TokenRefused as exc:  # refused at the bridge's gate: nothing ran, like a state read from the file
-            return unavailable("endpoint_unavailable", str(exc), as_result=self._states_as_results)
-        except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
-            return unavailable("endpoint_unavailable", str(exc))
-        if self._states_as_results and result.is_error and _state_of(result) in NOT_RUN:
-            result.is_error = False  # Blender never began it: nothing was rejected, as for a state read from the file
-        if endpoint.pid not in self._checked_pids:
-            await self._check_catalogue(ctx, link, endpoint.pid)
-        if note is not None:
-            result.content.append(types.TextContent(type="text", text=note))
+            return await self._blender.list_blenders()
+        result, answered = await self._blender.call_tool(ctx, params)
+        if answered is not None and answered.pid not in self._checked_pids:
+            await self._check_catalogue(ctx, answered.link, answered.pid)
         return result
 
     async def _check_catalogue(self, ctx: Any, link: BridgeLink, pid: int) -> None:
@@ -430,66 +303,15 @@ class StdioBridge:
         if changed:
             await ctx.session.send_tool_list_changed()
 
-    async def _list_blenders(self) -> types.CallToolResult:
-        serving = []
-        for instance in live_instances(self._choice.spec):
-            entry = instance.payload()
-            entry.pop("url")  # the port is not the model's business; the pid names a Blender
-            entry["this_session"] = instance.endpoint.pid == self._choice.talking_to
-            entry["open_file"] = await self._open_file(instance.endpoint)
-            serving.append(entry)
-        return _text_result({"serving": serving, "this_session_pid": self._choice.talking_to})
-
-    async def _open_file(self, endpoint: LiveEndpoint) -> str | None:
-        try:
-            return await open_file(endpoint)
-        except (BlenderBridgeError, MCPError) as exc:
-            log.warning("could not ask Blender (pid %s) for its open file: %s", endpoint.pid, exc)
-            return None
-
     async def _catalogue_changed(self, link: BridgeLink) -> bool:
         """Whether this Blender lists other tools than those served; if so they are served from now on."""
         live = self._served(types.ListToolsResult.model_validate(await link.request("tools/list", {})).tools)
-        if [tool.model_dump(mode="json") for tool in live] == [tool.model_dump(mode="json") for tool in self._tools]:
+        served = self._catalogue
+        if [tool.model_dump(mode="json") for tool in live] == [tool.model_dump(mode="json") for tool in served]:
             return False
         log.warning("this Blender's tools differ from the catalogue shipped with the toolkit; serving its own")
         self._tools = list(live)
         return True
-
-
-async def open_file(endpoint: LiveEndpoint) -> str | None:
-    """The .blend a Blender has open (None: unsaved), asked of its bridge."""
-    result = await request_once(
-        endpoint, "tools/call", {"name": "get_blendfile_summary_path_info", "arguments": {}}, limit=10.0
-    )
-    path = (result.get("structuredContent") or {}).get("filepath")
-    return path if isinstance(path, str) and path else None
-
-
-async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
-    """The pid of the one serving Blender whose open file is `wanted` (a path, or a bare file name)."""
-    matches, seen = [], []
-    for instance in live_instances(spec):
-        path = await open_file(instance.endpoint)
-        seen.append(f"pid {instance.endpoint.pid}: {path or '(unsaved)'}")
-        if path and is_open_file(path, wanted):
-            matches.append(instance.endpoint.pid)
-    if len(matches) != 1:
-        found = "no Blender has" if not matches else "more than one Blender has"
-        raise LiveEndpointUnavailable(
-            f"{found} {wanted} open (serving: {'; '.join(seen) or 'none'})", state="app_not_running"
-        )
-    return matches[0]
-
-
-def is_open_file(path: str, wanted: str) -> bool:
-    """Whether the file a bridge says is open (`path`) is `wanted`, a path or a bare file name. A name that is not
-    UTF-8 on disk reaches us with U+FFFD (what every client parses), which other names may share: such a name never
-    matches, so no other Blender is ever pinned for it (`mcp --file` refuses a wanted name that is not UTF-8 and
-    says to use `--pid`; the bridge's answers never hold one)."""
-    if Path(wanted).name == wanted:  # a bare file name: only the open file's name is compared
-        return "\ufffd" not in Path(path).name and Path(path).name == wanted
-    return "\ufffd" not in path and Path(path).resolve() == Path(wanted).expanduser().resolve()
 
 
 def server(bridge: StdioBridge) -> Server[Any]:
@@ -514,15 +336,20 @@ def server(bridge: StdioBridge) -> Server[Any]:
     )
 
 
-def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = None, inactivity: float = SILENCE) -> None:
+def run(
+    runtime_file: str = DECLARED_PATH, *, pid: int | None = None, file: str | None = None, inactivity: float = SILENCE
+) -> None:
     """Serve MCP on stdin/stdout until the client closes stdin; a call is given up after `inactivity` seconds
     without a byte from Blender (a streamed answer's progress included), or at its tool's own limit."""
-
     as_results = states_as_results()
 
+    def calls() -> BlenderCalls:
+        from .stdio_calls import BlenderCalls  # at the first request that needs Blender, not before the handshake
+
+        return BlenderCalls.open(runtime_file, pid=pid, file=file, inactivity=inactivity, states_as_results=as_results)
+
     async def main() -> None:
-        links = Links(inactivity)
-        bridge = StdioBridge(BlenderChoice(spec, pinned=pid, wanted_file=file), links, states_as_results=as_results)
+        bridge = StdioBridge(calls, states_as_results=as_results)
         app = server(bridge)
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))
@@ -532,6 +359,6 @@ def run(spec: RuntimeFileSpec, *, pid: int | None = None, file: str | None = Non
                 await app.run(read, write, options)
                 group.cancel_scope.cancel()
         finally:
-            await links.close()
+            await bridge.close()
 
     anyio.run(main)

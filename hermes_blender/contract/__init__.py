@@ -4,3 +4,8 @@ declaration (data: what plugin.json declares) | requirements (policy) | locate/h
 where the app is, its version, pids, sessions) | liveness (the runtime file) | status (the
 composition: one state, one user action, one retry policy) | redact (secrets out of output).
 """
+
+DECLARED_PATH = "~/AppData/Local/Blender/server.json"
+"""Where the runtime file is declared (plugin.json's liveness path and the add-on's constant: a test holds all three
+equal). Kept here, apart from the parsers, for the command line's defaults: `hermes-blender mcp` answers a client's
+`initialize` before the contract's machinery is loaded."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from ..errors import ContractError, LiveEndpointUnavailable
+from . import DECLARED_PATH
 from .declaration import location_is_rooted
 from .host import (
     HostFacts,
@@ -29,8 +30,6 @@ from .host import (
 )
 from .redact import REDACTOR, Secret
 
-DECLARED_PATH = "~/AppData/Local/Blender/server.json"
-"""Must equal plugin.json's liveness path and the add-on's constant (a test holds all three)."""
 DEFAULT_ENDPOINT_PATH = "/mcp"
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_PID = 2**31 - 1

@@ -19,7 +19,8 @@ from hermes_blender.checks import status_report
 from hermes_blender.contract.host import HostFacts
 from hermes_blender.contract.launcher import check_launcher, managed_uv, runs_the_relay
 from hermes_blender.contract.package import load_plugin
-from hermes_blender.stdio_server import CLIENT_ENV, states_as_results, unavailable
+from hermes_blender.stdio_calls import unavailable
+from hermes_blender.stdio_server import CLIENT_ENV, states_as_results
 from tests.conftest import PLUGIN_ROOT
 
 MCP = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]

@@ -17,13 +17,8 @@ from mcp import types
 
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.instances import INSTANCES_FOLDER
-from hermes_blender.stdio_server import (
-    LIST_BLENDERS,
-    BlenderChoice,
-    StdioBridge,
-    is_open_file,
-    shipped_catalogue,
-)
+from hermes_blender.stdio_calls import BlenderCalls, BlenderChoice, is_open_file
+from hermes_blender.stdio_server import LIST_BLENDERS, StdioBridge, shipped_catalogue
 from hermes_blender.transport import Links
 from tests.scripted_bridge import ScriptedBridge, json_answer
 
@@ -57,25 +52,31 @@ def relayed_call(spec: RuntimeFileSpec, tool: str, *, states_as_results: bool = 
     from hermes_blender.stdio_server import server
 
     async def run() -> types.CallToolResult:
-        links = Links()
-        relay = server(StdioBridge(BlenderChoice(spec), links, states_as_results=states_as_results))
+        bridge = _bridge(spec, states_as_results=states_as_results)
         try:
-            async with Client(relay, mode="legacy") as client:
+            async with Client(server(bridge), mode="legacy") as client:
                 return await client.call_tool(tool, {"code": "..."} if tool == "execute_blender_code" else {})
         finally:
-            await links.close()
+            await bridge.close()
 
     return anyio.run(run)
 
 
+def _bridge(spec: RuntimeFileSpec, *, states_as_results: bool = False) -> StdioBridge:
+    """The relay's handlers, reaching Blender through `spec`."""
+    return StdioBridge(
+        lambda: BlenderCalls(BlenderChoice(spec), Links(), states_as_results=states_as_results),
+        states_as_results=states_as_results,
+    )
+
+
 def _call(spec: RuntimeFileSpec, name: str) -> types.CallToolResult:
     async def call() -> types.CallToolResult:
-        links = Links()
+        bridge = _bridge(spec)
         try:
-            bridge = StdioBridge(BlenderChoice(spec), links)
             return await bridge.call_tool(None, types.CallToolRequestParams(name=name, arguments={}))
         finally:
-            await links.close()
+            await bridge.close()
 
     return anyio.run(call)
 

@@ -14,11 +14,10 @@ import pytest
 from mcp import Client
 
 from hermes_blender import transport
-from hermes_blender.stdio_server import LIST_BLENDERS, BlenderChoice, StdioBridge, server, shipped_catalogue
-from hermes_blender.transport import Links
+from hermes_blender.stdio_server import LIST_BLENDERS, server, shipped_catalogue
 from tests.scripted_bridge import Request, ScriptedBridge, json_answer
 
-from .test_relay import _published, relayed_call
+from .test_relay import _bridge, _published, relayed_call
 
 pytestmark = pytest.mark.timeout(60)
 NEW_TOOL = {"name": "a_tool_this_toolkit_never_shipped", "description": "new", "inputSchema": {"type": "object"}}
@@ -43,16 +42,15 @@ def _session(live: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.Mon
         heard.append(getattr(message, "method", repr(message)))
 
     async def run() -> dict[str, Any]:
-        links = Links()
-        relay = server(StdioBridge(BlenderChoice(_published(tmp_path, bridge.port)), links))
+        relay = _bridge(_published(tmp_path, bridge.port))
         try:
-            async with Client(relay, mode="legacy", message_handler=note) as client:
+            async with Client(server(relay), mode="legacy", message_handler=note) as client:
                 before = [tool.name for tool in (await client.list_tools()).tools]
                 for _ in range(2):  # the second call meets the same Blender: nothing new to say
                     assert (await client.call_tool("get_objects_summary", {})).is_error
                 after = [tool.name for tool in (await client.list_tools()).tools]
         finally:
-            await links.close()
+            await relay.close()
         return {"before": before, "after": after, "heard": heard}
 
     try:

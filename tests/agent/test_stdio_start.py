@@ -1,8 +1,9 @@
 """`hermes-blender mcp` answers `initialize` having loaded what that answer needs: the SDK and its own front.
 
 A client waits for that answer (Gemini CLI 5 s by default, on a loaded machine the SDK's import alone takes most
-of a second); what only a call or another command needs (psutil for the pid checks, the checks' YAML, the
-headless runner, the CLI's client, the `connect` command's client table) loads later, never before the handshake (docs/performance.md, cold start).
+of a second); what only a call or another command needs (the way to Blender: the contract's parsers, psutil for the
+pid checks, the HTTP transport; the checks' YAML, the headless runner, the CLI's client, the `connect` command's
+client table) loads later, never before the handshake (docs/performance.md, cold start).
 """
 
 from __future__ import annotations
@@ -21,6 +22,13 @@ INITIALIZE = {
     "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
 }
 NOT_BEFORE_A_CALL = (
+    "hermes_blender.stdio_calls",
+    "hermes_blender.contract.liveness",
+    "hermes_blender.contract.host",
+    "hermes_blender.contract.declaration",
+    "hermes_blender.contract.status",
+    "hermes_blender.instances",
+    "hermes_blender.transport",
     "psutil",
     "yaml",
     "hermes_blender.headless",

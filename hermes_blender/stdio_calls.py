@@ -1,0 +1,272 @@
+"""The stdio server's calls to Blender: which Blender a session talks to, each request sent on to it, and its
+absence answered as a named state.
+
+`stdio_server` answers the handshake and the listings from what ships with the toolkit; this is loaded at the
+first request that needs Blender, so a client's `initialize` waits for the SDK alone (the contract's parsers, the
+pid checks and the HTTP transport are about 20 ms of a start: docs/performance.md › cold start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcp import types
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR
+
+from .contract.host import HostFacts
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.status import describe
+from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
+from .instances import instance_spec, live_instances
+from .surrogates import well_formed_in
+from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
+
+log = logging.getLogger("hermes_blender.mcp")
+
+APP = "Blender"
+
+
+def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+    """A result the relay composes: paths in it that are not UTF-8 say U+FFFD, as the bridge says them."""
+    payload = well_formed_in(payload)
+    text = json.dumps(payload, ensure_ascii=False)
+    structured = None if is_error else payload
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)], structured_content=structured, is_error=is_error
+    )
+
+
+def _state_payload(state: str, detail: str) -> dict[str, Any]:
+    """The named state, its sentence, its one action and retry policy, as `status` says them."""
+    reason, action, retry = describe(state, APP)  # type: ignore[arg-type]
+    return {
+        "state": state,
+        "error": f"{reason} {action}".strip(),
+        "user_action": action,
+        "retry": retry,
+        "detail": detail,
+    }
+
+
+def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.CallToolResult:
+    """A call Blender could not take, as a tool error carrying the named state.
+
+    `as_result`: nothing was sent to Blender, so nothing was rejected; for a client whose breaker counts tool
+    errors (Hermes) the same JSON is an ordinary result (with it as structured content), never `isError`."""
+    return _text_result(_state_payload(state, detail), is_error=not as_result)
+
+
+def unavailable_error(state: str, detail: str) -> MCPError:
+    """A read Blender could not answer (a resource, a prompt): a JSON-RPC error whose message starts with the state
+    and whose data is the state's JSON, as a tool error carries it."""
+    payload = well_formed_in(_state_payload(state, detail))
+    return MCPError(INTERNAL_ERROR, f"{state}: {payload['error']}", payload)
+
+
+NOT_RUN = frozenset({"busy"})
+"""Blender's own answers for a call it never began (its main thread did not take it in time): for Hermes, results."""
+
+
+def _state_of(result: types.CallToolResult) -> str | None:
+    """The state a tool error's JSON text names, if any."""
+    first = result.content[0] if result.content else None
+    try:
+        payload = json.loads(first.text) if isinstance(first, types.TextContent) else None
+    except ValueError:
+        return None
+    return payload.get("state") if isinstance(payload, dict) else None
+
+
+@dataclass
+class BlenderChoice:
+    """Which Blender this session talks to: pinned (`--pid`, `--file`), else the runtime file's, kept once reached.
+
+    With several Blenders open, the runtime file names the newest; a session that began with another stays
+    with it while it serves. When its Blender has closed, it follows the runtime file to the one serving now
+    (a restart), and says so in that answer: it never switches silently.
+    """
+
+    spec: RuntimeFileSpec
+    pinned: int | None = None
+    """A pid the user chose: only that Blender, never another."""
+    wanted_file: str | None = None
+    """Pin, at the first call, the one Blender that has this file open (a path, or a bare file name)."""
+    current: int | None = None
+    """The Blender this session has talked to."""
+    host: HostFacts = field(default_factory=HostFacts)
+    """Made once: reading the environment on every call cost more than reading the runtime file."""
+
+    @property
+    def talking_to(self) -> int | None:
+        return self.pinned if self.pinned is not None else self.current
+
+    async def endpoint(self) -> tuple[LiveEndpoint, str | None]:
+        """The endpoint to call now, and a note for the model when it is not the Blender used so far."""
+        if self.pinned is None and self.wanted_file is not None:
+            self.pinned = await pin_by_file(self.spec, self.wanted_file)
+        if self.pinned is not None:
+            return self._read(instance_spec(self.spec, self.pinned, self.host)), None
+        if self.current is not None:
+            try:
+                return self._read(instance_spec(self.spec, self.current, self.host)), None
+            except LiveEndpointUnavailable:
+                pass  # closed (or a bridge without per-process records): the runtime file decides
+        endpoint = self._read(self.spec)
+        note = None
+        if self.current is not None and endpoint.pid != self.current:
+            note = (
+                f"Note: the Blender this session used before (pid {self.current}) is no longer serving; this "
+                f"answer comes from the Blender serving now (pid {endpoint.pid}). Its scene may differ."
+            )
+        self.current = endpoint.pid
+        return endpoint, note
+
+    def _read(self, spec: RuntimeFileSpec) -> LiveEndpoint:
+        return read_live_endpoint(spec, self.host)
+
+
+def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | None:
+    """When the client asked for progress: each of the bridge's notifications, sent on under the client's token."""
+    token = (params.meta or {}).get("progress_token")
+    if token is None:
+        return None
+
+    async def forward(notification: dict[str, Any]) -> None:
+        await ctx.session.send_progress_notification(
+            token,
+            notification["progress"],
+            notification.get("total"),
+            notification.get("message"),
+            related_request_id=ctx.request_id,
+        )
+
+    return forward
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The Blender that answered a call, and the link it answered on (its own tools are compared once)."""
+
+    pid: int
+    link: BridgeLink
+
+
+class BlenderCalls:
+    """Each request that needs Blender, sent on to the Blender this session talks to."""
+
+    def __init__(self, choice: BlenderChoice, links: Links, *, states_as_results: bool = False) -> None:
+        self._choice = choice
+        self._links = links
+        self._states_as_results = states_as_results
+        """Blender's absence (found before anything is sent) answers as a result, not `isError` (Hermes)."""
+
+    @classmethod
+    def open(
+        cls, runtime_file: str, *, pid: int | None, file: str | None, inactivity: float, states_as_results: bool
+    ) -> BlenderCalls:
+        choice = BlenderChoice(RuntimeFileSpec(path=runtime_file), pinned=pid, wanted_file=file)
+        return cls(choice, Links(inactivity), states_as_results=states_as_results)
+
+    async def close(self) -> None:
+        await self._links.close()
+
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> tuple[types.CallToolResult, Answered | None]:
+        """The tool's result, and who answered it (None: Blender was not reached, or the exchange failed)."""
+        try:
+            endpoint, note = await self._choice.endpoint()
+            link = await self._links.link_to(endpoint)
+            arguments = {"name": params.name, "arguments": params.arguments or {}}
+            answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
+            result = types.CallToolResult.model_validate(answer)
+        except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
+            return unavailable(exc.state, str(exc), as_result=self._states_as_results), None
+        except TokenRefused as exc:  # refused at the bridge's gate: nothing ran, like a state read from the file
+            return unavailable("endpoint_unavailable", str(exc), as_result=self._states_as_results), None
+        except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
+            return unavailable("endpoint_unavailable", str(exc)), None
+        if self._states_as_results and result.is_error and _state_of(result) in NOT_RUN:
+            result.is_error = False  # Blender never began it: nothing was rejected, as for a state read from the file
+        if note is not None:
+            result.content.append(types.TextContent(type="text", text=note))
+        return result, Answered(endpoint.pid, link)
+
+    async def forward(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """A request other than a tool call; Blender's absence or a failed exchange as `unavailable_error`, the
+        bridge's own JSON-RPC error as it came (MCPError)."""
+        try:
+            endpoint, _note = await self._choice.endpoint()
+            link = await self._links.link_to(endpoint)
+            return await link.request(method, params)
+        except LiveEndpointUnavailable as exc:
+            raise unavailable_error(exc.state, str(exc)) from None
+        except (TokenRefused, ToolCallFailed) as exc:
+            raise unavailable_error("endpoint_unavailable", str(exc)) from None
+
+    async def endpoint(self) -> LiveEndpoint:
+        """The Blender this session talks to now (LiveEndpointUnavailable when there is none)."""
+        endpoint, _note = await self._choice.endpoint()
+        return endpoint
+
+    async def listen(self, endpoint: LiveEndpoint, uris: list[str], updated: Callable[[str], Awaitable[None]]) -> None:
+        """One stream of updates to `uris` from that Blender, until it ends (MCPError: Blender refused it)."""
+        await BridgeLink(endpoint).listen(uris, updated)
+
+    async def list_blenders(self) -> types.CallToolResult:
+        serving = []
+        for instance in live_instances(self._choice.spec):
+            entry = instance.payload()
+            entry.pop("url")  # the port is not the model's business; the pid names a Blender
+            entry["this_session"] = instance.endpoint.pid == self._choice.talking_to
+            entry["open_file"] = await self._open_file(instance.endpoint)
+            serving.append(entry)
+        return _text_result({"serving": serving, "this_session_pid": self._choice.talking_to})
+
+    async def _open_file(self, endpoint: LiveEndpoint) -> str | None:
+        try:
+            return await open_file(endpoint)
+        except (BlenderBridgeError, MCPError) as exc:
+            log.warning("could not ask Blender (pid %s) for its open file: %s", endpoint.pid, exc)
+            return None
+
+
+async def open_file(endpoint: LiveEndpoint) -> str | None:
+    """The .blend a Blender has open (None: unsaved), asked of its bridge."""
+    result = await request_once(
+        endpoint, "tools/call", {"name": "get_blendfile_summary_path_info", "arguments": {}}, limit=10.0
+    )
+    path = (result.get("structuredContent") or {}).get("filepath")
+    return path if isinstance(path, str) and path else None
+
+
+async def pin_by_file(spec: RuntimeFileSpec, wanted: str) -> int:
+    """The pid of the one serving Blender whose open file is `wanted` (a path, or a bare file name)."""
+    matches, seen = [], []
+    for instance in live_instances(spec):
+        path = await open_file(instance.endpoint)
+        seen.append(f"pid {instance.endpoint.pid}: {path or '(unsaved)'}")
+        if path and is_open_file(path, wanted):
+            matches.append(instance.endpoint.pid)
+    if len(matches) != 1:
+        found = "no Blender has" if not matches else "more than one Blender has"
+        raise LiveEndpointUnavailable(
+            f"{found} {wanted} open (serving: {'; '.join(seen) or 'none'})", state="app_not_running"
+        )
+    return matches[0]
+
+
+def is_open_file(path: str, wanted: str) -> bool:
+    """Whether the file a bridge says is open (`path`) is `wanted`, a path or a bare file name. A name that is not
+    UTF-8 on disk reaches us with U+FFFD (what every client parses), which other names may share: such a name never
+    matches, so no other Blender is ever pinned for it (`mcp --file` refuses a wanted name that is not UTF-8 and
+    says to use `--pid`; the bridge's answers never hold one)."""
+    if Path(wanted).name == wanted:  # a bare file name: only the open file's name is compared
+        return "\ufffd" not in Path(path).name and Path(path).name == wanted
+    return "\ufffd" not in path and Path(path).resolve() == Path(wanted).expanduser().resolve()
