@@ -2,8 +2,15 @@
 absence answered as a named state.
 
 `stdio_server` answers the handshake and the listings from what ships with the toolkit; this is loaded at the
-first request that needs Blender, so a client's `initialize` waits for the SDK alone (the contract's parsers, the
-pid checks and the HTTP transport are about 20 ms of a start: docs/performance.md › cold start).
+first request that needs Blender (a call, a resource list or read, a prompt, a subscription's stream), so a
+client's `initialize` waits for the SDK alone (the contract's parsers, the pid checks and the HTTP transport are
+about 20 ms of a start: docs/performance.md › cold start).
+
+The runtime file is read for every request. The token goes from the 0600 runtime file to the bridge and nowhere
+else: not argv, not the environment, not stdout (the protocol) or the log (stderr). One link to the bridge is kept
+while the runtime file names the same Blender (`transport.Links`: opening an MCP session costs more than a call);
+a new endpoint opens a new one. The transport checks before every new connection that the pid is this user's
+Blender owning its port.
 """
 
 from __future__ import annotations
@@ -160,26 +167,28 @@ class Answered:
 class BlenderCalls:
     """Each request that needs Blender, sent on to the Blender this session talks to."""
 
-    def __init__(self, choice: BlenderChoice, links: Links, *, states_as_results: bool = False) -> None:
+    def __init__(self, choice: BlenderChoice, links: Links) -> None:
         self._choice = choice
         self._links = links
-        self._states_as_results = states_as_results
-        """Blender's absence (found before anything is sent) answers as a result, not `isError` (Hermes)."""
+        self._heard_from: int | None = None
+        """The Blender whose updates were followed last."""
 
     @classmethod
-    def open(
-        cls, runtime_file: str, *, pid: int | None, file: str | None, inactivity: float, states_as_results: bool
-    ) -> BlenderCalls:
+    def from_options(cls, runtime_file: str, *, pid: int | None, file: str | None, inactivity: float) -> BlenderCalls:
+        """As `hermes-blender mcp`'s options say: the runtime file, a pin (`--pid`, `--file`), the inactivity limit."""
         choice = BlenderChoice(RuntimeFileSpec(path=runtime_file), pinned=pid, wanted_file=file)
-        return cls(choice, Links(inactivity), states_as_results=states_as_results)
+        return cls(choice, Links(inactivity))
 
     async def close(self) -> None:
         await self._links.close()
 
     async def call_tool(
-        self, ctx: Any, params: types.CallToolRequestParams
+        self, ctx: Any, params: types.CallToolRequestParams, *, states_as_results: bool = False
     ) -> tuple[types.CallToolResult, Answered | None]:
-        """The tool's result, and who answered it (None: Blender was not reached, or the exchange failed)."""
+        """The tool's result, and who answered it (None: Blender was not reached, or the exchange failed).
+
+        `states_as_results`: Blender's absence found before anything is sent answers as a result, not `isError`
+        (Hermes: `stdio_server` says why)."""
         try:
             endpoint, note = await self._choice.endpoint()
             link = await self._links.link_to(endpoint)
@@ -187,12 +196,12 @@ class BlenderCalls:
             answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
             result = types.CallToolResult.model_validate(answer)
         except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
-            return unavailable(exc.state, str(exc), as_result=self._states_as_results), None
+            return unavailable(exc.state, str(exc), as_result=states_as_results), None
         except TokenRefused as exc:  # refused at the bridge's gate: nothing ran, like a state read from the file
-            return unavailable("endpoint_unavailable", str(exc), as_result=self._states_as_results), None
+            return unavailable("endpoint_unavailable", str(exc), as_result=states_as_results), None
         except ToolCallFailed as exc:  # sent, and then failed: the outcome is not known, an error for everyone
             return unavailable("endpoint_unavailable", str(exc)), None
-        if self._states_as_results and result.is_error and _state_of(result) in NOT_RUN:
+        if states_as_results and result.is_error and _state_of(result) in NOT_RUN:
             result.is_error = False  # Blender never began it: nothing was rejected, as for a state read from the file
         if note is not None:
             result.content.append(types.TextContent(type="text", text=note))
@@ -210,13 +219,19 @@ class BlenderCalls:
         except (TokenRefused, ToolCallFailed) as exc:
             raise unavailable_error("endpoint_unavailable", str(exc)) from None
 
-    async def endpoint(self) -> LiveEndpoint:
-        """The Blender this session talks to now (LiveEndpointUnavailable when there is none)."""
-        endpoint, _note = await self._choice.endpoint()
-        return endpoint
+    async def tools(self, answered: Answered) -> list[types.Tool]:
+        """The tools the Blender that answered lists."""
+        return types.ListToolsResult.model_validate(await answered.link.request("tools/list", {})).tools
 
-    async def listen(self, endpoint: LiveEndpoint, uris: list[str], updated: Callable[[str], Awaitable[None]]) -> None:
-        """One stream of updates to `uris` from that Blender, until it ends (MCPError: Blender refused it)."""
+    async def follow(self, uris: list[str], updated: Callable[[str], Awaitable[None]]) -> None:
+        """One stream of updates to `uris` from the Blender this session talks to, until it ends (MCPError: Blender
+        refused it; BlenderBridgeError: none could be reached). A Blender other than the one followed last has
+        every one of them told as updated first: each may read differently there."""
+        endpoint, _note = await self._choice.endpoint()
+        if self._heard_from is not None and endpoint.pid != self._heard_from:
+            for uri in uris:
+                await updated(uri)
+        self._heard_from = endpoint.pid
         await BridgeLink(endpoint).listen(uris, updated)
 
     async def list_blenders(self) -> types.CallToolResult:

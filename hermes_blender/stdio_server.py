@@ -1,13 +1,13 @@
 """`hermes-blender mcp`: the bridge for any MCP client that starts a command, found the way Hermes finds it.
 
 A client that takes a stdio command (Claude Code and Desktop, Cursor, VS Code, Codex, Gemini CLI, ...)
-starts this once and keeps it. It answers the handshake and lists the tools even while Blender is
-closed (the catalogue shipped in `catalogue.json`, held equal to a live Blender's by a test), and
-reads the runtime file for every call, so a Blender that restarts on a new port and token is followed
-with no change to the client's config. The token goes from the 0600 runtime file to the bridge and
-nowhere else: not argv, not the environment, not stdout (the protocol) or the log (stderr). When
-Blender cannot be reached, the call answers at once as a tool error whose JSON carries the named
-state, the one user action and the retry policy, the same sentences as `status`.
+starts this once and keeps it. This module is its front: it answers the handshake and lists the tools,
+resources and prompts even while Blender is closed (what ships in `catalogue.json` and `views.json`, held equal
+to a live Blender's by tests), and keeps the client's subscriptions. Every request that needs Blender goes
+through `stdio_calls.BlenderCalls`, made at the first such request so that `initialize` waits for the SDK alone:
+it reads the runtime file for every call (a Blender that restarts on a new port and token is followed with no
+change to the client's config) and answers a Blender it cannot reach at once with the named state, the one user
+action and the retry policy, the same sentences as `status`.
 
 Hermes runs this server from its plugin's mcp.json with `HERMES_BLENDER_CLIENT=hermes` in the environment
 (`CLIENT_ENV`): Hermes counts every `isError` answer as a strike of its circuit breaker and, after three in a
@@ -16,10 +16,6 @@ also once Blender is back. For that client an answer saying Blender cannot be re
 is an ordinary result carrying the same JSON: nothing was rejected, and the next call after Blender starts gets
 the scene. Hermes's own clientInfo (`mcp` 0.1.0, the Python SDK's default) names no client, so the launch line
 says which client it is. Every other client keeps `isError`.
-
-One link to the bridge is kept while the runtime file names the same Blender (`transport.Links`: opening an
-MCP session costs more than a call); a new endpoint opens a new one. The transport checks before every new
-connection that the pid is this user's Blender owning its port.
 """
 
 from __future__ import annotations
@@ -45,8 +41,7 @@ from .stdio_wire import stdio_streams
 from .time_limits import SILENCE
 
 if TYPE_CHECKING:
-    from .stdio_calls import BlenderCalls
-    from .transport import BridgeLink
+    from .stdio_calls import Answered, BlenderCalls
 
 log = logging.getLogger("hermes_blender.mcp")
 
@@ -117,12 +112,12 @@ def states_as_results(env: dict[str, str] | None = None) -> bool:
 class StdioBridge:
     """The handlers: the shipped catalogue, and each call forwarded to the Blender this session talks to.
 
-    `calls` makes the way to Blender (`stdio_calls.BlenderCalls`) at the first request that needs it: the handshake
-    and the listings answer without it."""
+    `make_calls` makes the way to Blender (`stdio_calls.BlenderCalls`) at the first request that needs it: the
+    handshake and the listings answer without it."""
 
-    def __init__(self, calls: Callable[[], BlenderCalls], *, states_as_results: bool = False) -> None:
-        self._make_calls = calls
-        self._calls: BlenderCalls | None = None
+    def __init__(self, make_calls: Callable[[], BlenderCalls], *, states_as_results: bool = False) -> None:
+        self._make_calls = make_calls
+        self._calls_made: BlenderCalls | None = None
         self._states_as_results = states_as_results
         """Blender's absence (found before anything is sent) answers as a result, not `isError` (Hermes)."""
         self._tools: list[types.Tool] | None = None
@@ -143,14 +138,14 @@ class StdioBridge:
         """Set when the subscriptions changed: the stream to Blender is opened again for the new set."""
 
     @property
-    def _blender(self) -> BlenderCalls:
-        if self._calls is None:
-            self._calls = self._make_calls()
-        return self._calls
+    def _calls(self) -> BlenderCalls:
+        if self._calls_made is None:
+            self._calls_made = self._make_calls()
+        return self._calls_made
 
     async def close(self) -> None:
-        if self._calls is not None:
-            await self._calls.close()
+        if self._calls_made is not None:
+            await self._calls_made.close()
 
     @property
     def _catalogue(self) -> list[types.Tool]:
@@ -172,7 +167,7 @@ class StdioBridge:
     async def list_resources(self, ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListResourcesResult:
         """Blender's list (its render tasks included); the shipped one while Blender cannot be reached."""
         try:
-            return types.ListResourcesResult.model_validate(await self._blender.forward("resources/list", {}))
+            return types.ListResourcesResult.model_validate(await self._calls.forward("resources/list", {}))
         except MCPError:
             return types.ListResourcesResult(resources=shipped_views()["resources"])
 
@@ -182,7 +177,7 @@ class StdioBridge:
         return types.ListResourceTemplatesResult(resource_templates=shipped_views()["resourceTemplates"])
 
     async def read_resource(self, ctx: Any, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
-        answer = await self._blender.forward("resources/read", {"uri": str(params.uri)})
+        answer = await self._calls.forward("resources/read", {"uri": str(params.uri)})
         return types.ReadResourceResult.model_validate(answer)
 
     async def subscribe_resource(self, ctx: Any, params: types.SubscribeRequestParams) -> types.EmptyResult:
@@ -234,18 +229,17 @@ class StdioBridge:
         talks to, its updates sent on; opened again when the subscriptions change, and when the stream ends
         (Blender stopped or restarted: a Blender that comes back is followed, and a new one's resources are told as
         updated, since every subscribed resource may read differently there)."""
-        heard_from: int | None = None
         while True:
             self._resubscribed = changed = anyio.Event()
             uris = self._wanted()
             if uris:
-                heard_from = await self._follow(uris, changed, heard_from)
+                await self._follow(uris, changed)
                 await anyio.sleep(RESUBSCRIBE_SETTLE)  # a burst of subscribes reopens the stream once
             else:
                 await changed.wait()
 
-    async def _follow(self, uris: list[str], changed: anyio.Event, heard_from: int | None) -> int | None:
-        """One stream, until it ends (then a pause) or the subscriptions change; the pid of the Blender heard."""
+    async def _follow(self, uris: list[str], changed: anyio.Event) -> None:
+        """One stream, until it ends (then a pause) or the subscriptions change."""
         async with anyio.create_task_group() as group:
 
             async def stop_when_changed() -> None:
@@ -254,12 +248,7 @@ class StdioBridge:
 
             group.start_soon(stop_when_changed)
             try:
-                endpoint = await self._blender.endpoint()
-                if heard_from is not None and endpoint.pid != heard_from:
-                    for uri in uris:
-                        await self._updated(uri)
-                heard_from = endpoint.pid
-                await self._blender.listen(endpoint, uris, self._updated)
+                await self._calls.follow(uris, self._updated)
             except MCPError as exc:  # Blender refused the stream itself: say so once for this set, not every retry
                 if uris != self._refused:
                     log.warning("Blender refused the stream of resource updates: %s", exc)
@@ -268,7 +257,6 @@ class StdioBridge:
                 log.info("no resource updates from Blender for now (%s); looking again shortly", exc)
             await anyio.sleep(UPDATES_RETRY)
             group.cancel_scope.cancel()
-        return heard_from
 
     async def _updated(self, uri: str) -> None:
         if self._session is not None and uri in self._subscribed:
@@ -280,32 +268,37 @@ class StdioBridge:
         return types.ListPromptsResult(prompts=shipped_views()["prompts"])
 
     async def get_prompt(self, ctx: Any, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        answer = await self._blender.forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
+        answer = await self._calls.forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
         return types.GetPromptResult.model_validate(answer)
 
     async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name == LIST_BLENDERS:
-            return await self._blender.list_blenders()
-        result, answered = await self._blender.call_tool(ctx, params)
+            return await self._calls.list_blenders()
+        result, answered = await self._calls.call_tool(ctx, params, states_as_results=self._states_as_results)
         if answered is not None and answered.pid not in self._checked_pids:
-            await self._check_catalogue(ctx, answered.link, answered.pid)
+            await self._check_catalogue(ctx, answered)
         return result
 
-    async def _check_catalogue(self, ctx: Any, link: BridgeLink, pid: int) -> None:
+    async def _check_catalogue(self, ctx: Any, answered: Answered) -> None:
         """Once per Blender, after its first answer: the call's own answer never depends on this (a call that
-        restarted the bridge would otherwise lose its answer to the catalogue's request, and invite a replay)."""
+        restarted the bridge would otherwise lose its answer to the catalogue's request, and invite a replay). A
+        list that does not parse (ValueError: pydantic's) is said in the log, as a list that could not be asked."""
         try:
-            changed = await self._catalogue_changed(link)
-        except (BlenderBridgeError, MCPError) as exc:
-            log.warning("could not ask Blender (pid %s) for its tools: %s; asking again at the next call", pid, exc)
+            changed = await self._catalogue_changed(answered)
+        except (BlenderBridgeError, MCPError, ValueError) as exc:
+            log.warning(
+                "could not compare Blender's tools (pid %s) with those served: %s; asking again at the next call",
+                answered.pid,
+                exc,
+            )
             return
-        self._checked_pids.add(pid)
+        self._checked_pids.add(answered.pid)
         if changed:
             await ctx.session.send_tool_list_changed()
 
-    async def _catalogue_changed(self, link: BridgeLink) -> bool:
+    async def _catalogue_changed(self, answered: Answered) -> bool:
         """Whether this Blender lists other tools than those served; if so they are served from now on."""
-        live = self._served(types.ListToolsResult.model_validate(await link.request("tools/list", {})).tools)
+        live = self._served(await self._calls.tools(answered))
         served = self._catalogue
         if [tool.model_dump(mode="json") for tool in live] == [tool.model_dump(mode="json") for tool in served]:
             return False
@@ -343,13 +336,13 @@ def run(
     without a byte from Blender (a streamed answer's progress included), or at its tool's own limit."""
     as_results = states_as_results()
 
-    def calls() -> BlenderCalls:
+    def make_calls() -> BlenderCalls:
         from .stdio_calls import BlenderCalls  # at the first request that needs Blender, not before the handshake
 
-        return BlenderCalls.open(runtime_file, pid=pid, file=file, inactivity=inactivity, states_as_results=as_results)
+        return BlenderCalls.from_options(runtime_file, pid=pid, file=file, inactivity=inactivity)
 
     async def main() -> None:
-        bridge = StdioBridge(calls, states_as_results=as_results)
+        bridge = StdioBridge(make_calls, states_as_results=as_results)
         app = server(bridge)
         app.middleware = []  # the SDK's default tracing span per message: no exporter here, a cost on every call
         options = app.create_initialization_options(notification_options=NotificationOptions(tools_changed=True))

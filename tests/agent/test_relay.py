@@ -64,10 +64,7 @@ def relayed_call(spec: RuntimeFileSpec, tool: str, *, states_as_results: bool = 
 
 def _bridge(spec: RuntimeFileSpec, *, states_as_results: bool = False) -> StdioBridge:
     """The relay's handlers, reaching Blender through `spec`."""
-    return StdioBridge(
-        lambda: BlenderCalls(BlenderChoice(spec), Links(), states_as_results=states_as_results),
-        states_as_results=states_as_results,
-    )
+    return StdioBridge(lambda: BlenderCalls(BlenderChoice(spec), Links()), states_as_results=states_as_results)
 
 
 def _call(spec: RuntimeFileSpec, name: str) -> types.CallToolResult:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -59,6 +61,28 @@ def test_with_blender_closed_it_lists_the_shipped_tools_and_a_call_names_the_sta
     payload = json.loads(result.content[0].text)
     assert result.is_error and payload["state"] == "app_not_running"
     assert payload["user_action"] == "Start Blender, then try again." and payload["retry"] == "after_user_action"
+
+
+def test_pid_pins_the_session_to_that_blender_though_the_runtime_file_names_another(tmp_path: Path) -> None:
+    """`mcp --pid` talks to that Blender only: here it has closed (its pid is a process that ended) while the runtime
+    file names a live process; the call says the pinned one is not serving, and `list_blenders` names it."""
+    runtime_file = tmp_path / "Blender" / "server.json"
+    runtime_file.parent.mkdir(parents=True)
+    record = {"http": "http://127.0.0.1:9/mcp", "token": "pin-test-token-0123456789", "pid": os.getpid()}
+    runtime_file.write_text(json.dumps(record))
+    runtime_file.chmod(0o600)
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()
+
+    async def main() -> tuple[Any, Any]:
+        server = _server(runtime_file)
+        server.args.extend(["--pid", str(ended.pid)])
+        async with Client(stdio_client(server), read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+            return await client.call_tool("get_objects_summary", {}), await client.call_tool(LIST_BLENDERS, {})
+
+    called, listed = asyncio.run(main())
+    assert called.is_error and f"{ended.pid}.json" in json.loads(called.content[0].text)["detail"], called
+    assert listed.structured_content["this_session_pid"] == ended.pid
 
 
 def test_the_shipped_catalogue_is_what_a_live_blender_lists(blender: HeadlessBlender) -> None:
