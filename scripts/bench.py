@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import platform
+import shutil
 import socket
 import subprocess
 import sys
@@ -1194,13 +1195,15 @@ def cold_start(command: list[str]) -> float:
 
 
 def cold_starts(runs: int) -> dict[str, dict[str, float]]:
-    """`hermes-blender mcp` and the minimal SDK server, each started as `python ...`, alternated run by run.
+    """`hermes-blender mcp` and the minimal SDK server, alternated run by run: ours as a client starts it (the
+    console script `connect` writes into its config, a Python file run by this interpreter), the floor as
+    `python <file>`.
 
     Both start from bytecode caches (`compiled`). Start-up is CPU work that noise only lengthens, so the low tail
     (p10, the best run) is reported beside the median: on shared cores the median alone moves by 10% between two
     runs."""
     compiled(ROOT / "hermes_blender")
-    ours = [sys.executable, "-m", "hermes_blender.cli", "mcp"]
+    ours = [shutil.which("hermes-blender", path=str(Path(sys.executable).parent)) or "hermes-blender", "mcp"]
     floor = [sys.executable, str(ROOT / "scripts" / "minimal_stdio_server.py")]
     samples: dict[str, list[float]] = {"hermes-blender mcp": [], "minimal SDK server": []}
     commands = {"hermes-blender mcp": ours, "minimal SDK server": floor}

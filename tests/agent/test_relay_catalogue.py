@@ -76,13 +76,13 @@ def test_a_blender_listing_the_shipped_tools_changes_nothing_and_the_client_hear
     assert session["heard"] == [] and session["after"] == session["before"]
 
 
-
 def test_a_tool_list_that_does_not_parse_keeps_the_calls_answer_and_the_shipped_tools(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A Blender (or an add-on of another version) whose list is not MCP's: its calls still answer, nothing is said."""
     session = _session([{"name": 5}], tmp_path, monkeypatch)  # each call's own answer is asserted in `_session`
     assert session["heard"] == [] and session["after"] == session["before"]
+
 
 def test_a_call_whose_blender_goes_away_before_its_tools_are_asked_keeps_its_own_answer(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -8,6 +8,7 @@ client table) loads later, never before the handshake (docs/performance.md, cold
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -54,3 +55,18 @@ def test_answering_initialize_loads_nothing_only_a_call_needs() -> None:
     loaded = {line.rsplit("|", 1)[-1].strip() for line in run.stderr.splitlines() if line.startswith("import time:")}
     assert "hermes_blender.stdio_server" in loaded  # the listing is read right
     assert [name for name in NOT_BEFORE_A_CALL if name in loaded] == []
+
+
+@pytest.mark.timeout(30)
+def test_the_collector_paused_for_the_sdks_import_runs_again_after_it_even_when_the_import_fails() -> None:
+    """A relay left without its cycle collector would grow for as long as its client keeps it."""
+    from hermes_blender import cli
+
+    try:
+        with pytest.raises(ImportError), cli._collector_paused():
+            assert not gc.isenabled()
+            raise ImportError("a broken install")
+        assert gc.isenabled() and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.enable()
