@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
+from .collector import collector_paused
+
 REPO_MODULE = "user_default"
 """Blender's own repository for extensions installed from disk: the add-on has the name it has in a user's Blender,
 and no repository is made for it (making one loads Blender's online-repository machinery: about 30 ms of a start)."""
@@ -109,13 +111,14 @@ def main(argv: list[str] | None = None) -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
 
-    import bpy
+    with collector_paused():
+        import bpy
 
-    if args.blend is not None:
-        bpy.ops.wm.open_mainfile(filepath=str(args.blend))
-    # else the scene Blender started on: the factory scene, as the user folder HeadlessBlender makes is new
-    enable_extension(args.addon_source)
-    cli = importlib.import_module(f"{ADDON_MODULE}.cli")
+        if args.blend is not None:
+            bpy.ops.wm.open_mainfile(filepath=str(args.blend))
+        # else the scene Blender started on: the factory scene, as the user folder HeadlessBlender makes is new
+        enable_extension(args.addon_source)
+        cli = importlib.import_module(f"{ADDON_MODULE}.cli")
     return cli.run(rest)
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import gc
 import importlib.util
 import json
 import logging
@@ -300,10 +298,11 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
 
 
 def _mcp(args: argparse.Namespace) -> int:
+    from .collector import collector_paused
     from .console_log import LogFileHandler
     from .surrogates import well_formed
 
-    with _collector_paused():
+    with collector_paused():
         from .stdio_server import run  # the server's imports (the SDK's) are for this command only
 
     if args.file is not None and well_formed(args.file) != args.file:
@@ -321,20 +320,6 @@ def _mcp(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=handlers)
     run(args.runtime_file, pid=args.pid, file=args.file)
     return EXIT_OK
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Python's cycle collector off while the SDK is imported, its objects then frozen (kept out of later passes).
-
-    The import makes about 120,000 objects that live as long as the process, none of them garbage; the collector's
-    passes over them took about a tenth of `initialize`'s wait (docs/performance.md › cold start), for 1 MiB."""
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 class _ClientNames:

@@ -60,10 +60,10 @@ def test_answering_initialize_loads_nothing_only_a_call_needs() -> None:
 @pytest.mark.timeout(30)
 def test_the_collector_paused_for_the_sdks_import_runs_again_after_it_even_when_the_import_fails() -> None:
     """A relay left without its cycle collector would grow for as long as its client keeps it."""
-    from hermes_blender import cli
+    from hermes_blender.collector import collector_paused
 
     try:
-        with pytest.raises(ImportError), cli._collector_paused():
+        with pytest.raises(ImportError), collector_paused():
             assert not gc.isenabled()
             raise ImportError("a broken install")
         assert gc.isenabled() and gc.get_freeze_count() > 0

@@ -322,3 +322,14 @@ def test_a_restart_asked_by_agent_code_that_cannot_start_ends_the_process_with_i
         assert psutil.Process(own_blender.pid).wait(60) == 2, own_blender.log_tail()
     assert "error: could not start listening" in own_blender.log_tail() or "in use" in own_blender.log_tail()
     assert not own_blender.runtime_file.exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_headless_blender_collects_garbage_once_it_serves(tmp_path: Path) -> None:
+    """The start pauses Python's cycle collector across bpy's and the add-on's imports (a faster start); a Blender
+    left without it would grow with every call's cycles for as long as it serves."""
+    code = "import gc\nresult = {'collecting': gc.isenabled(), 'frozen': gc.get_freeze_count()}"
+    with HeadlessBlender(tmp_path / "server.json") as blender:
+        client = BridgeClient(RuntimeFileSpec(path=str(blender.runtime_file)))
+        answer = asyncio.run(client.call_tool("execute_blender_code", {"code": code})).data()["result"]
+    assert answer["collecting"] is True and answer["frozen"] > 0, answer
