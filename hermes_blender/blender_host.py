@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-from .collector import collector_paused
+from .collector import paused_then_frozen
 
 REPO_MODULE = "user_default"
 """Blender's own repository for extensions installed from disk: the add-on has the name it has in a user's Blender,
@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest[:1] == ["--"]:
         rest = rest[1:]
 
-    with collector_paused():
+    with paused_then_frozen():
         import bpy
 
         if args.blend is not None:

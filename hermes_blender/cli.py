@@ -298,11 +298,11 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
 
 
 def _mcp(args: argparse.Namespace) -> int:
-    from .collector import collector_paused
+    from .collector import paused_then_frozen
     from .console_log import LogFileHandler
     from .surrogates import well_formed
 
-    with collector_paused():
+    with paused_then_frozen():
         from .stdio_server import run  # the server's imports (the SDK's) are for this command only
 
     if args.file is not None and well_formed(args.file) != args.file:

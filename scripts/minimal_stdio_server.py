@@ -1,5 +1,7 @@
 """The floor for `hermes-blender mcp`'s cold start: the smallest stdio server the official SDK makes (one tool),
-started the same way (`python <file>`), answering `initialize` (scripts/bench.py --cold-start-only)."""
+answering `initialize` (scripts/bench.py --cold-start-only). Started as `python <file>`, as ours is started
+through its console script (a Python file run by the same interpreter); it pauses no collector (ours does:
+hermes_blender/collector.py, docs/performance.md says what each part is worth)."""
 
 from __future__ import annotations
 

@@ -58,15 +58,19 @@ def test_answering_initialize_loads_nothing_only_a_call_needs() -> None:
 
 
 @pytest.mark.timeout(30)
-def test_the_collector_paused_for_the_sdks_import_runs_again_after_it_even_when_the_import_fails() -> None:
+@pytest.mark.parametrize("on_before", [True, False])
+def test_the_collector_paused_for_the_sdks_import_is_as_it_was_after_it_even_when_the_import_fails(
+    on_before: bool,
+) -> None:
     """A relay left without its cycle collector would grow for as long as its client keeps it."""
-    from hermes_blender.collector import collector_paused
+    from hermes_blender.collector import paused_then_frozen
 
+    (gc.enable if on_before else gc.disable)()
     try:
-        with pytest.raises(ImportError), collector_paused():
+        with pytest.raises(ImportError), paused_then_frozen():
             assert not gc.isenabled()
             raise ImportError("a broken install")
-        assert gc.isenabled() and gc.get_freeze_count() > 0
+        assert gc.isenabled() is on_before
     finally:
         gc.unfreeze()
         gc.enable()
