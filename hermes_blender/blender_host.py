@@ -8,6 +8,7 @@ to the add-on's `hermes_bridge` command. Only this module imports bpy, and only 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import shutil
@@ -119,7 +120,10 @@ def main(argv: list[str] | None = None) -> int:
         # else the scene Blender started on: the factory scene, as the user folder HeadlessBlender makes is new
         enable_extension(args.addon_source)
         cli = importlib.import_module(f"{ADDON_MODULE}.cli")
-    return cli.run(rest)
+    try:
+        return cli.run(rest)
+    finally:  # Blender 4.5 ends only once Python has let go of what holds its data: frozen, it never did (hung)
+        gc.unfreeze()
 
 
 if __name__ == "__main__":
