@@ -4,8 +4,9 @@ An import makes objects that live as long as the process (modules, classes, pyda
 them garbage, and the collector walks them in its young and middle generations while they are made: about 50 ms
 (4%) of `hermes-blender mcp`'s wait for `initialize` (the SDK's import), and about 30 ms of `hermes-blender
 serve`'s start (bpy's and the add-on's), docs/performance.md. Once the imports are done everything the process
-holds is frozen (moved out of every later pass, for the process's life): the few hundred transient objects the
-paused window left behind (about 0.3 MiB, measured) stay with it.
+holds is frozen (moved out of every later pass): the few hundred transient objects the paused window left behind
+(about 0.3 MiB, measured) stay with it. The headless Blender unfreezes them once it stops serving: Blender 4.5
+exits only after Python has let go of what holds its data.
 """
 
 from __future__ import annotations
