@@ -6,7 +6,8 @@ first request that needs Blender (a call, a resource list or read, a prompt, a s
 client's `initialize` waits for the SDK alone (the contract's parsers, the pid checks and the HTTP transport are
 about 20 ms of a start: docs/performance.md › cold start).
 
-The runtime file is read for every request. The token goes from the 0600 runtime file to the bridge and nowhere
+The runtime file is looked at for every request: its pid is checked, and the file is read and judged again whenever
+it changed (`RuntimeFileReader`). The token goes from the 0600 runtime file to the bridge and nowhere
 else: not argv, not the environment, not stdout (the protocol) or the log (stderr). One link to the bridge is kept
 while the runtime file names the same Blender (`transport.Links`: opening an MCP session costs more than a call);
 a new endpoint opens a new one. The transport checks before every new connection that the pid is this user's
@@ -27,7 +28,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import INTERNAL_ERROR
 
 from .contract.host import HostFacts
-from .contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
+from .contract.liveness import LiveEndpoint, RuntimeFileSpec, endpoint_in, read_runtime_file, runtime_file_path
+from .contract.redact import REDACTOR
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
@@ -96,7 +98,8 @@ class BlenderChoice:
 
     With several Blenders open, the runtime file names the newest; a session that began with another stays
     with it while it serves. When its Blender has closed, it follows the runtime file to the one serving now
-    (a restart), and says so in that answer: it never switches silently.
+    (a restart), and says so in that answer: it never switches silently. `spec` and `host` are the session's, fixed
+    once made: its reader is made from them.
     """
 
     spec: RuntimeFileSpec
@@ -109,6 +112,10 @@ class BlenderChoice:
     host: HostFacts = field(default_factory=HostFacts)
     """Made once: reading the environment on every call cost more than reading the runtime file."""
 
+    def __post_init__(self) -> None:
+        self._reader = RuntimeFileReader(self.host)
+        self._record: tuple[int, RuntimeFileSpec] | None = None
+
     @property
     def talking_to(self) -> int | None:
         return self.pinned if self.pinned is not None else self.current
@@ -118,10 +125,10 @@ class BlenderChoice:
         if self.pinned is None and self.wanted_file is not None:
             self.pinned = await pin_by_file(self.spec, self.wanted_file)
         if self.pinned is not None:
-            return self._read(instance_spec(self.spec, self.pinned, self.host)), None
+            return self._read(self._own_record(self.pinned)), None
         if self.current is not None:
             try:
-                return self._read(instance_spec(self.spec, self.current, self.host)), None
+                return self._read(self._own_record(self.current)), None
             except LiveEndpointUnavailable:
                 pass  # closed (or a bridge without per-process records): the runtime file decides
         endpoint = self._read(self.spec)
@@ -135,7 +142,49 @@ class BlenderChoice:
         return endpoint, note
 
     def _read(self, spec: RuntimeFileSpec) -> LiveEndpoint:
-        return read_live_endpoint(spec, self.host)
+        return self._reader.endpoint(spec)
+
+    def _own_record(self, pid: int) -> RuntimeFileSpec:
+        """The spec of that Blender's own record (`servers/<pid>.json`), worked out again only for another pid."""
+        if self._record is None or self._record[0] != pid:
+            self._record = (pid, instance_spec(self.spec, pid, self.host))
+        return self._record[1]
+
+
+class RuntimeFileReader:
+    """The runtime files one session reads (`server.json`, a Blender's own record): read on every call, and judged
+    in full (JSON, pid, address, token: `endpoint_in`) only when their bytes differ from the last ones judged.
+
+    Every call still reads the file as this user's alone (owner, mode, a regular file of bounded size) and checks
+    that the pid it names runs; what is skipped is parsing and judging the same bytes again: the relay's look at
+    Blender went from about 200 to about 100 µs of a relayed call (docs/performance.md). Bytes, not the file's
+    times: a restart can rewrite it within one tick of the file system's clock, with the same size and the inode
+    just freed.
+    """
+
+    KEPT = 8
+    """Files judged and kept, the least recently read dropped first: `server.json` and the records of the Blenders
+    this session followed."""
+
+    def __init__(self, host: HostFacts) -> None:
+        self._host = host
+        self._judged: dict[RuntimeFileSpec, tuple[Path, bytes, LiveEndpoint]] = {}
+
+    def endpoint(self, spec: RuntimeFileSpec) -> LiveEndpoint:
+        """The endpoint the file names, or LiveEndpointUnavailable saying why, as `read_live_endpoint` says it."""
+        judged = self._judged.pop(spec, None)  # put back once read and judged again: a failure forgets it
+        path = judged[0] if judged is not None else runtime_file_path(spec, self._host)
+        data = read_runtime_file(path)
+        if judged is not None and judged[1] == data and self._host.pid_alive(judged[2].pid):
+            endpoint = judged[2]
+            if endpoint.token:
+                REDACTOR.register(endpoint.token)  # the newest again: it keeps the latest few, and this one is sent
+        else:
+            endpoint = endpoint_in(data, spec, path, self._host)
+        self._judged[spec] = (path, data, endpoint)
+        if len(self._judged) > self.KEPT:
+            del self._judged[next(iter(self._judged))]
+        return endpoint
 
 
 def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | None:

@@ -1,6 +1,7 @@
 """The runtime file reader: the ONLY source of a live endpoint.
 
-Read fresh on every call, never cached, never replaced by a configured URL. Where Hermes's
+Read fresh on every call, never replaced by a configured URL (the stdio relay skips only judging again the
+same bytes it judged before: `stdio_calls.RuntimeFileReader`). Where Hermes's
 lines differ, the stricter rule wins for what we DIAL: a boolean or out-of-range pid is never
 used, IPv6 brackets are kept, and the rebuilt URL is re-checked to still be loopback http on
 the port. The STATE a failure carries is the one the real Hermes (location-list line) reports
@@ -131,6 +132,12 @@ class LiveEndpoint:
 def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFacts | None = None) -> LiveEndpoint:
     """The endpoint the running app published, or LiveEndpointUnavailable saying why."""
     host = host or HostFacts()
+    path = runtime_file_path(spec, host)
+    return endpoint_in(read_runtime_file(path), spec, path, host)
+
+
+def runtime_file_path(spec: RuntimeFileSpec, host: HostFacts) -> Path:
+    """Where the spec's runtime file is on this host, or LiveEndpointUnavailable when that is not absolute."""
     path = host.expand_path(spec.path)
     if not is_absolute_text(str(path)):
         raise LiveEndpointUnavailable(
@@ -138,7 +145,30 @@ def read_live_endpoint(spec: RuntimeFileSpec = RuntimeFileSpec(), host: HostFact
             "no home folder (HOME is unset and the user database names none), so nothing was read",
             state=APP_NOT_RUNNING,
         )
-    record = _load(path, trusted_only=True)
+    return path
+
+
+def read_runtime_file(path: Path, *, trusted_only: bool = True) -> bytes:
+    """The runtime file's bytes, or LiveEndpointUnavailable saying why; with `trusted_only`, only from a file this
+    user owns and nobody else can change."""
+    try:
+        return read_small_file(path, MAX_RUNTIME_FILE_BYTES, check=untrusted_file_problem if trusted_only else None)
+    except FileNotFoundError:
+        raise LiveEndpointUnavailable(
+            f"no runtime file at {path}: Blender is closed, or open with its bridge stopped", state=APP_NOT_RUNNING
+        ) from None
+    except UntrustedFile as exc:
+        raise LiveEndpointUnavailable(
+            f"runtime file {path} {exc}; it is not used", state=ENDPOINT_UNAVAILABLE
+        ) from None
+    except OSError as exc:
+        raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=APP_NOT_RUNNING) from None
+
+
+def endpoint_in(data: bytes, spec: RuntimeFileSpec, path: Path, host: HostFacts) -> LiveEndpoint:
+    """The endpoint a runtime file's bytes name, judged as the contract says (JSON, pid, address, token), or
+    LiveEndpointUnavailable saying why."""
+    record = _record(path, data)
     pid = record.get(spec.pid_key)
     if isinstance(pid, bool):
         raise LiveEndpointUnavailable(
@@ -213,28 +243,16 @@ def endpoint_url(raw: object, endpoint_path: str = DEFAULT_ENDPOINT_PATH) -> str
 def published_fields(path: Path) -> dict[str, object]:
     """Everything a runtime file says, extras included, or nothing: extras inform, they never decide a state."""
     try:
-        return _load(path)
+        return _record(path, read_runtime_file(path, trusted_only=False))
     except LiveEndpointUnavailable:
         return {}
 
 
-def _load(path: Path, *, trusted_only: bool = False) -> dict[str, object]:
-    """The file's JSON object; with `trusted_only`, only from a file this user owns and nobody else can change."""
+def _record(path: Path, data: bytes) -> dict[str, object]:
     try:
-        data = read_small_file(path, MAX_RUNTIME_FILE_BYTES, check=untrusted_file_problem if trusted_only else None)
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise LiveEndpointUnavailable(
-            f"no runtime file at {path}: Blender is closed, or open with its bridge stopped", state=APP_NOT_RUNNING
-        ) from None
-    except UntrustedFile as exc:
-        raise LiveEndpointUnavailable(
-            f"runtime file {path} {exc}; it is not used", state=ENDPOINT_UNAVAILABLE
-        ) from None
-    except (OSError, UnicodeDecodeError) as exc:
+        record = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
         raise LiveEndpointUnavailable(f"cannot read runtime file {path}: {exc}", state=APP_NOT_RUNNING) from None
-    try:
-        record = json.loads(text)
     except RecursionError:
         raise LiveEndpointUnavailable(f"runtime file {path} is nested too deeply", state=APP_NOT_RUNNING) from None
     except ValueError:
