@@ -389,12 +389,14 @@ class _Connection(BufferedByteStream):
     def __init__(self, stream: SocketStream) -> None:
         self.watched = _Watched(stream)
         super().__init__(self.watched)
+        self.socket = stream.extra(SocketAttribute.raw_socket)
+        """Looked at before each reuse (`_stale`): asked of the stream, anyio builds its table of attributes each time."""
 
 
 def _stale(connection: _Connection) -> bool:
     """Readable while idle: the bridge closed it (its idle timeout, room at its cap) or sent what nobody asked for.
     Reusing it would cost the request its one resend, or read those bytes as its answer."""
-    readable, _, _ = select.select([connection.extra(SocketAttribute.raw_socket)], [], [], 0)
+    readable, _, _ = select.select([connection.socket], [], [], 0)
     return bool(connection.buffer or readable)
 
 
