@@ -6,8 +6,8 @@ first request that needs Blender (a call, a resource list or read, a prompt, a s
 client's `initialize` waits for the SDK alone (the contract's parsers, the pid checks and the HTTP transport are
 about 20 ms of a start: docs/performance.md › cold start).
 
-The runtime file is looked at for every request: its pid is checked, and the file is read and judged again whenever
-it changed (`RuntimeFileReader`). The token goes from the 0600 runtime file to the bridge and nowhere
+The runtime file is read for every request, its owner, mode and pid checked; it is judged again (JSON, address,
+token) only when its bytes changed (`RuntimeFileReader`). The token goes from the 0600 runtime file to the bridge and nowhere
 else: not argv, not the environment, not stdout (the protocol) or the log (stderr). One link to the bridge is kept
 while the runtime file names the same Blender (`transport.Links`: opening an MCP session costs more than a call);
 a new endpoint opens a new one. The transport checks before every new connection that the pid is this user's
