@@ -16,6 +16,7 @@ new one when the runtime file names another; an answer may stay silent `inactivi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import select
@@ -24,8 +25,6 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
-from anyio.abc import ByteStream, SocketAttribute, SocketStream
-from anyio.streams.buffered import BufferedByteStream
 from mcp.shared.exceptions import MCPError
 from mcp.types import ErrorData
 
@@ -38,6 +37,8 @@ from .time_limits import SILENCE, limit_of
 MAX_HEAD = 64 * 1024
 MAX_EVENT = 16 * 1024 * 1024
 """The longest event of a streamed answer: its last one carries the whole result."""
+READ_AHEAD = 1024 * 1024
+"""Bytes a connection takes from its socket before anyone asked for them; past that the bridge waits."""
 
 OnProgress = Callable[[dict[str, Any]], Awaitable[None]]
 """Hears each `notifications/progress` params of a streamed answer (the bridge's progressToken in them)."""
@@ -202,7 +203,7 @@ class BridgeLink:
         resent = False
         while self._idle:
             kept = self._idle.pop()
-            if _stale(kept):
+            if kept.stale():
                 await kept.aclose()
                 continue
             try:
@@ -228,12 +229,12 @@ class BridgeLink:
         """A new connection, only to this user's Blender: the pid the file named may have died since the last
         connection and been taken, with its port, by another user's process, which must never get the token."""
         require_own_blender(self.endpoint)
-        return _Connection(await anyio.connect_tcp(self._host, self.endpoint.port))
+        return await _Connection.dial(self._host, self.endpoint.port)
 
     async def _send(
         self, connection: _Connection, request: bytes, on_progress: OnProgress | None, clock: _Clock
     ) -> tuple[int, bytes]:
-        connection.watched.clock = clock if clock.silence < clock.limit else None  # else its deadline never moves
+        connection.clock = clock if clock.silence < clock.limit else None  # else its deadline never moves
         try:
             await connection.send(request)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
@@ -266,7 +267,7 @@ class BridgeLink:
             keep = fields.get("connection", "").lower() != "close"
             done = True
         finally:
-            connection.watched.clock = None
+            connection.clock = None
             if done and keep:
                 self._idle.append(connection)
             else:
@@ -319,7 +320,7 @@ class Links:
     def __init__(self, inactivity: float = SILENCE) -> None:
         self._inactivity = inactivity
         self._link: BridgeLink | None = None
-        self._lock = anyio.Lock()
+        self._lock = anyio.Lock(fast_acquire=True)  # taken without a turn of the event loop when free (~40 µs)
 
     async def link_to(self, endpoint: LiveEndpoint) -> BridgeLink:
         async with self._lock:
@@ -358,53 +359,136 @@ class _Clock:
         )
 
 
-class _Watched(ByteStream):
-    """A socket whose every chunk received restarts the silence allowed to its request."""
+class _Connection(asyncio.Protocol):
+    """One connection to the bridge: the bytes the event loop hands over, in one buffer, read by one request at a
+    time. The transport's own protocol, not anyio's stream, which pauses and resumes the socket's reading around
+    every receive (about 0.1 ms of a relayed call, docs/performance.md): here reading pauses only while more than
+    READ_AHEAD bytes wait that nobody asked for yet."""
 
-    def __init__(self, stream: SocketStream) -> None:
-        self._stream = stream
+    def __init__(self) -> None:
+        self.buffer = bytearray()
         self.clock: _Clock | None = None
+        """The running request's clock, told when bytes come (None: an answer timed by its limit alone)."""
+        self._transport: asyncio.Transport | None = None
+        self._fd = -1
+        self._ended = False
+        """The bridge closed its side, or the connection failed: no byte will come any more."""
+        self._failure: OSError | None = None
+        self._arrived: asyncio.Future[None] | None = None
+        self._drained: asyncio.Future[None] | None = None
+        self._paused = False
 
-    async def receive(self, max_bytes: int = 65536) -> bytes:
-        data = await self._stream.receive(max_bytes)
+    @classmethod
+    async def dial(cls, host: str, port: int) -> _Connection:
+        _, connection = await asyncio.get_running_loop().create_connection(cls, host, port)
+        return connection  # asyncio turns Nagle's algorithm off for TCP: a request leaves at once
+
+    # What the event loop calls -----------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._fd = transport.get_extra_info("socket").fileno()
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > READ_AHEAD and not self._paused and self._transport is not None:
+            self._transport.pause_reading()
+            self._paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self._ended = True
+        self._wake()
+        return False  # the transport closes: the bridge sends nothing after its close
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._ended = True
+        if isinstance(exc, OSError):
+            self._failure = exc
+        self._wake()
+        self.resume_writing()
+
+    def pause_writing(self) -> None:
+        self._drained = asyncio.get_running_loop().create_future()
+
+    def resume_writing(self) -> None:
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    def _wake(self) -> None:
+        if self._arrived is not None and not self._arrived.done():
+            self._arrived.set_result(None)
+
+    # What a request calls ----------------------------------------------------------------------
+
+    async def send(self, data: bytes) -> None:
+        if self._ended or self._transport is None or self._transport.is_closing():
+            raise anyio.BrokenResourceError  # the bridge closed it
+        self._transport.write(data)
+        if self._drained is not None:  # the socket's buffer is full: wait until the bridge takes the rest
+            await self._drained
+            if self._ended:
+                raise anyio.BrokenResourceError
+
+    async def receive_until(self, delimiter: bytes, max_bytes: int) -> bytes:
+        """The bytes before `delimiter`, which is taken too; DelimiterNotFound past `max_bytes`."""
+        searched = 0
+        while (found := self.buffer.find(delimiter, searched)) < 0:
+            if len(self.buffer) >= max_bytes:
+                raise anyio.DelimiterNotFound(max_bytes)
+            searched = max(0, len(self.buffer) - len(delimiter) + 1)
+            await self._more()
+        if found > max_bytes:
+            raise anyio.DelimiterNotFound(max_bytes)
+        taken = bytes(self.buffer[:found])
+        del self.buffer[: found + len(delimiter)]
+        return taken
+
+    async def receive_exactly(self, size: int) -> bytes:
+        while len(self.buffer) < size:
+            await self._more()
+        taken = bytes(self.buffer[:size])
+        del self.buffer[:size]
+        return taken
+
+    async def _more(self) -> None:
+        """Wait for more bytes: IncompleteRead, or the connection's own error, once none will come."""
+        if self._ended:
+            if self._failure is not None:
+                raise self._failure
+            raise anyio.IncompleteRead
+        if self._paused and self._transport is not None:
+            self._transport.resume_reading()
+            self._paused = False
+        self._arrived = asyncio.get_running_loop().create_future()
+        try:
+            await self._arrived
+        finally:
+            self._arrived = None
         if self.clock is not None:
             self.clock.heard()
-        return data
 
-    async def send(self, item: bytes) -> None:
-        await self._stream.send(item)
-
-    async def send_eof(self) -> None:
-        await self._stream.send_eof()
+    def stale(self) -> bool:
+        """Readable while idle: the bridge closed it (its idle timeout, room at its cap) or sent what nobody asked
+        for. Reusing it would cost the request its one resend, or read those bytes as its answer. The socket is
+        asked too: what came since the event loop last looked is not in the buffer yet."""
+        if self.buffer or self._ended or self._transport is None or self._transport.is_closing():
+            return True
+        readable, _, _ = select.select([self._fd], [], [], 0)
+        return bool(readable)
 
     async def aclose(self) -> None:
-        await self._stream.aclose()
-
-    @property
-    def extra_attributes(self) -> Any:
-        return self._stream.extra_attributes
-
-
-class _Connection(BufferedByteStream):
-    def __init__(self, stream: SocketStream) -> None:
-        self.watched = _Watched(stream)
-        super().__init__(self.watched)
-        self.socket = stream.extra(SocketAttribute.raw_socket)
-        """Looked at before each reuse (`_stale`): asked of the stream, anyio builds its table of attributes each time."""
-
-
-def _stale(connection: _Connection) -> bool:
-    """Readable while idle: the bridge closed it (its idle timeout, room at its cap) or sent what nobody asked for.
-    Reusing it would cost the request its one resend, or read those bytes as its answer."""
-    readable, _, _ = select.select([connection.socket], [], [], 0)
-    return bool(connection.buffer or readable)
+        if self._transport is not None:
+            self._transport.close()  # a request still waiting on it hears IncompleteRead
 
 
 class _ClosedBeforeAnswer(Exception):
     """The connection ended (closed or reset) before the first byte of an answer."""
 
 
-async def _answer_of_stream(stream: BufferedByteStream, on_notification: OnNotification) -> bytes:
+async def _answer_of_stream(stream: _Connection, on_notification: OnNotification) -> bytes:
     """Read an event stream in chunks to its end: each notification to `on_notification`, the answer back."""
     pending, answer = b"", b""
     while size := int((await stream.receive_until(b"\r\n", 32)).split(b";")[0], 16):

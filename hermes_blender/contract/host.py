@@ -40,9 +40,21 @@ def _host_os() -> str:
 
 
 def _pid_alive(pid: int) -> bool:
-    import psutil  # psutil loads where a pid is looked at: a stdio server's `initialize` answer never needs it
+    """As Hermes judges it: on POSIX signal 0, "no such process" dead and "permission denied" alive (psutil also
+    read /proc/<pid>/status, 20-50 µs of every relayed call); on Windows a process open to a limited query."""
+    if pid <= 0:
+        return False  # signal 0 to pid 0 or below reaches a process group
+    if sys.platform == "win32":
+        import psutil  # loaded where a pid is looked at: a stdio server's `initialize` answer never needs it
 
-    return psutil.pid_exists(pid)
+        return psutil.pid_exists(pid)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def account_home() -> str | None:

@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
+from hermes_blender.contract import host as host_facts
 from hermes_blender.contract.host import HostFacts
 from hermes_blender.contract.liveness import RuntimeFileSpec, endpoint_url, read_live_endpoint
 from hermes_blender.contract.redact import REDACTOR
 from hermes_blender.errors import LiveEndpointUnavailable
 from tests.hostile_files import KINDS, place, posix_only
+from tests.other_user import AS_NOBODY, needs_another_user
 
 
 def _host(alive: bool = True) -> HostFacts:
@@ -151,6 +157,35 @@ def test_declared_path_expands_home_and_posix_vars_but_not_windows_vars_off_wind
 def test_real_pid_check_uses_the_live_process_table(tmp_path: Path) -> None:
     spec = _write(tmp_path, {"http": "http://127.0.0.1:4567", "token": "tok-valid-0123456789", "pid": os.getpid()})
     assert read_live_endpoint(spec, HostFacts()).pid == os.getpid()
+
+
+def test_a_pid_is_alive_as_hermes_judges_it_by_signal_0() -> None:
+    exited = subprocess.Popen([sys.executable, "-c", "pass"])
+    exited.wait()
+    host = HostFacts()
+    assert host.pid_alive(os.getpid())
+    assert not host.pid_alive(exited.pid)
+    assert not host.pid_alive(0)  # signal 0 to pid 0 would reach this process group
+
+
+@needs_another_user
+def test_another_users_process_is_alive_though_this_user_may_not_signal_it(tmp_path: Path) -> None:
+    """ "Permission denied" is a live process, as Hermes reads it: a Blender of another user is not "not running"
+    (whether it may be trusted is the check before each connection, tests/e2e/test_trust.py)."""
+    folder = Path(tempfile.mkdtemp(prefix="bb-other-user-"))
+    try:
+        folder.chmod(0o755)
+        shutil.copyfile(Path(host_facts.__file__), folder / "host.py")
+        asked = subprocess.run(
+            [*AS_NOBODY, "/usr/bin/python3", "-c", f"import host; print(host._pid_alive({os.getpid()}))"],
+            capture_output=True,
+            text=True,
+            cwd=folder,
+            timeout=30,
+        )
+    finally:
+        shutil.rmtree(folder)
+    assert asked.stdout.strip() == "True", asked.stderr
 
 
 def test_reading_never_opens_a_connection(tmp_path: Path) -> None:

@@ -69,18 +69,24 @@ def _answer_echo(conn: socket.socket, request: Request, extra: str = "") -> None
     conn.sendall(json_answer(request, {"echo": request.body["params"]["arguments"]}, extra=extra))
 
 
-def _two_calls(answer: Answer, between: threading.Event | None = None) -> tuple[list[object], list[tuple[int, int]]]:
+def _two_calls(
+    answer: Answer, between: threading.Event | None = None, *, loop_looks: bool = True
+) -> tuple[list[object], list[tuple[int, int]]]:
     """Two calls on one link to a server that answers as `answer` does, the second after `between` is set: their
-    answers, and each request the server read (its connection, which call it was)."""
+    answers, and each request the server read (its connection, which call it was). `loop_looks=False`: the event
+    loop gets no turn in between, so what the server sent meanwhile is in the socket only."""
     server = ScriptedBridge(answer)
 
     async def calls() -> list[object]:
         link = BridgeLink(_live(server.port))
         try:
             first = await link.request("tools/call", _echo(1))
-            if between is not None:
+            if between is not None and loop_looks:
                 await anyio.to_thread.run_sync(between.wait, 10)
                 await anyio.sleep(0.05)  # the close's FIN on its way through loopback
+            elif between is not None:
+                between.wait(10)
+                time.sleep(0.05)
             second = await link.request("tools/call", _echo(2))
         finally:
             await link.close()
@@ -139,6 +145,66 @@ def test_bytes_a_server_sent_unasked_on_a_kept_connection_are_never_read_as_an_a
         return True
 
     assert _two_calls(answer, sent) == ANSWERED_ON_A_NEW_CONNECTION
+
+
+@pytest.mark.parametrize("unasked", [b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n", b""])
+def test_what_came_since_the_event_loop_last_looked_still_expires_a_kept_connection(
+    unchecked: None, unasked: bytes
+) -> None:
+    """Bytes or a close (b"") that reached the socket while the event loop had no turn are not in the
+    connection's buffer yet: the socket itself is asked before reuse."""
+    sent = threading.Event()
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        _answer_echo(conn, request)
+        if request.connection == 0:
+            conn.sendall(unasked) if unasked else conn.shutdown(socket.SHUT_WR)
+            sent.set()
+        return True
+
+    assert _two_calls(answer, sent, loop_looks=False) == ANSWERED_ON_A_NEW_CONNECTION
+
+
+def test_an_answer_larger_than_a_connection_reads_ahead_arrives_whole(unchecked: None) -> None:
+    """Reading pauses while READ_AHEAD bytes wait unasked, and goes on when the answer asks for more."""
+    big = "x" * (3 * transport.READ_AHEAD)
+    server = ScriptedBridge(lambda conn, request: conn.sendall(json_answer(request, {"text": big})) or True)
+
+    async def call() -> dict[str, object]:
+        link = BridgeLink(_live(server.port))
+        try:
+            with anyio.fail_after(20):  # a reading never resumed would wait for the tool's own limit
+                return await link.request("tools/call", _echo(1))
+        finally:
+            await link.close()
+
+    try:
+        assert anyio.run(call)["text"] == big
+    finally:
+        server.close()
+
+
+def test_a_request_larger_than_the_sockets_buffers_is_sent_whole(unchecked: None) -> None:
+    """Writing waits while the socket's buffers are full (agent code of megabytes), and goes on as they empty."""
+    blob = "y" * (16 * 1024 * 1024)
+    server = ScriptedBridge(
+        lambda conn, request: (
+            conn.sendall(json_answer(request, {"n": len(request.body["params"]["arguments"]["blob"])})) or True
+        )
+    )
+
+    async def call() -> dict[str, object]:
+        link = BridgeLink(_live(server.port))
+        try:
+            with anyio.fail_after(20):  # a write never told to go on would wait for the tool's own limit
+                return await link.request("tools/call", {"name": "echo", "arguments": {"blob": blob}})
+        finally:
+            await link.close()
+
+    try:
+        assert anyio.run(call)["n"] == len(blob)
+    finally:
+        server.close()
 
 
 def test_a_request_met_by_the_close_of_its_kept_connection_is_sent_once_more_on_a_new_one(unchecked: None) -> None:
