@@ -1,6 +1,6 @@
 """The toolkit's one way to the bridge: `call`, `status` and the stdio relay all send through a `BridgeLink`.
 
-HTTP/1.1 as the bridge speaks it, over anyio streams, in the stateless 2026-07-28 form: no session to open (a new
+HTTP/1.1 as the bridge speaks it, on asyncio connections of its own (`_Connection`), in the stateless 2026-07-28 form: no session to open (a new
 MCP session per call cost 23 ms; the SDK client's round trip on a kept session as much as the stdio hop itself;
 httpx's own machinery 0.65 ms of a 2.2 ms relayed call). No other module of hermes_blender dials the bridge's MCP
 endpoint, and this one dials only after one check that the pid the runtime file names is this OS user's Blender
