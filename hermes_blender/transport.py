@@ -35,6 +35,8 @@ from .surrogates import loads
 from .time_limits import SILENCE, limit_of
 
 MAX_HEAD = 64 * 1024
+MAX_ANSWER = 256 * 1024 * 1024
+"""The longest whole answer read: a picture the tools may make (50 MB) as base64 fits, many times over."""
 MAX_EVENT = 16 * 1024 * 1024
 """The longest event of a streamed answer: its last one carries the whole result."""
 READ_AHEAD = 1024 * 1024
@@ -182,16 +184,21 @@ class BridgeLink:
         connection = await self._dial()
         try:
             await connection.send(message.encode("latin-1") + body)
-            first = await connection.receive_until(b"\r\n\r\n", MAX_HEAD)
-            status_line, *lines = first.decode("latin-1").split("\r\n")
-            fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines)}
+            _version, status, fields = _head(await connection.receive_until(b"\r\n\r\n", MAX_HEAD))
             if fields.get("content-type") != "text/event-stream":
                 size = fields.get("content-length", "0")
-                content = await connection.receive_exactly(int(size)) if size.isdigit() else b""
-                self._result(int(status_line.split(" ", 2)[1]), content)  # raises the bridge's refusal
+                content = await connection.receive_exactly(min(int(size), MAX_HEAD)) if size.isdigit() else b""
+                self._result(status, content)  # raises the bridge's refusal
                 raise ToolCallFailed(f"Blender at {self.endpoint.url} answered subscriptions/listen without a stream")
             await _answer_of_stream(connection, updated)
-        except (OSError, ValueError, anyio.EndOfStream, anyio.IncompleteRead, anyio.BrokenResourceError) as exc:
+        except (
+            OSError,
+            ValueError,
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.DelimiterNotFound,
+            anyio.BrokenResourceError,
+        ) as exc:
             raise ToolCallFailed(f"the update stream from Blender at {self.endpoint.url} failed: {exc!r}") from None
         finally:
             await connection.aclose()
@@ -238,6 +245,8 @@ class BridgeLink:
         try:
             await connection.send(request)
         except (OSError, anyio.BrokenResourceError, anyio.ClosedResourceError) as exc:
+            if connection.buffer:  # the bridge answered before it read the whole request (a refusal): that answer
+                return await self._answer(connection, on_progress)
             await connection.aclose()
             raise _ClosedBeforeAnswer from exc  # the bridge closed it, and said so before we sent
         except BaseException:
@@ -255,16 +264,16 @@ class BridgeLink:
                 if not connection.buffer:
                     raise _ClosedBeforeAnswer from exc
                 raise
-            head = first.decode("latin-1").split("\r\n")
-            status = int(head[0].split(" ", 2)[1])
-            fields = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:])}
+            version, status, fields = _head(first)
             if fields.get("content-type") == "text/event-stream" and on_progress is not None:
                 content = await _answer_of_stream(connection, _progress_only(on_progress))
             elif not fields.get("content-length", "").isdigit():
                 raise ToolCallFailed(f"Blender at {self.endpoint.url} answered without a Content-Length")
+            elif int(fields["content-length"]) > MAX_ANSWER:
+                raise ToolCallFailed(f"Blender at {self.endpoint.url} announced an answer over {MAX_ANSWER} bytes")
             else:
                 content = await connection.receive_exactly(int(fields["content-length"]))
-            keep = fields.get("connection", "").lower() != "close"
+            keep = version == "HTTP/1.1" and "close" not in _tokens(fields.get("connection", ""))
             done = True
         finally:
             connection.clock = None
@@ -476,12 +485,32 @@ class _Connection(asyncio.Protocol):
         asked too: what came since the event loop last looked is not in the buffer yet."""
         if self.buffer or self._ended or self._transport is None or self._transport.is_closing():
             return True
-        readable, _, _ = select.select([self._fd], [], [], 0)
-        return bool(readable)
+        poller = select.poll()  # not select(): that refuses a descriptor numbered 1024 or more
+        poller.register(self._fd, select.POLLIN)
+        return bool(poller.poll(0))
 
     async def aclose(self) -> None:
+        """At once, what was not sent yet dropped: a request cancelled while its bytes were still going out must not
+        reach the bridge whole after its caller gave it up (a graceful close would send them first)."""
         if self._transport is not None:
-            self._transport.close()  # a request still waiting on it hears IncompleteRead
+            self._transport.abort()  # a request still waiting on it hears IncompleteRead
+
+
+def _head(raw: bytes) -> tuple[str, int, dict[str, str]]:
+    """An answer's version, status and fields (names in lower case; a repeated field's values joined, as the
+    bridge joins a request's); ValueError for a status line that is not one."""
+    status_line, *lines = raw.decode("latin-1").split("\r\n")
+    version, _, rest = status_line.partition(" ")
+    status = int(rest[:3])
+    fields: dict[str, str] = {}
+    for name, _, value in (line.partition(":") for line in lines):
+        key = name.strip().lower()
+        fields[key] = f"{fields[key]}, {value.strip()}" if key in fields else value.strip()
+    return version, status, fields
+
+
+def _tokens(value: str) -> list[str]:
+    return [token.strip().lower() for token in value.split(",")]
 
 
 class _ClosedBeforeAnswer(Exception):
@@ -492,6 +521,8 @@ async def _answer_of_stream(stream: _Connection, on_notification: OnNotification
     """Read an event stream in chunks to its end: each notification to `on_notification`, the answer back."""
     pending, answer = b"", b""
     while size := int((await stream.receive_until(b"\r\n", 32)).split(b";")[0], 16):
+        if not 0 < size <= MAX_EVENT:
+            raise ValueError(f"a chunk of {size} bytes")
         pending += await stream.receive_exactly(size)
         await stream.receive_exactly(2)
         while b"\n\n" in pending:
@@ -500,6 +531,8 @@ async def _answer_of_stream(stream: _Connection, on_notification: OnNotification
             if not data:
                 continue  # a comment (a stream's keep-alive)
             message = loads(data)
+            if not isinstance(message, dict):
+                raise ValueError("an event that is not a JSON-RPC message")
             if "id" in message:
                 answer = data
             elif isinstance(message.get("params"), dict):

@@ -13,7 +13,11 @@ in tests/agent/test_relay.py and tests/e2e/test_trust.py.
 
 from __future__ import annotations
 
+import os
+import resource
+import select
 import socket
+import struct
 import threading
 import time
 from collections.abc import Iterator
@@ -21,6 +25,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from blender_addon.net.http import HttpLimits
 from hermes_blender import time_limits, transport
@@ -230,14 +235,182 @@ def test_a_new_connection_closed_before_its_answer_is_a_failure_never_a_second_r
     assert [r.connection for r in server.requests] == [0]
 
 
-def test_a_connection_whose_answer_said_connection_close_is_never_kept(unchecked: None) -> None:
+@pytest.mark.parametrize(
+    "extra", ["Connection: close\r\n", "Connection: keep-alive, Close\r\n", "Connection: close\r\nConnection: x\r\n"]
+)
+def test_a_connection_whose_answer_said_connection_close_is_never_kept(unchecked: None, extra: str) -> None:
     """The server says it closes, and would still read: the next call goes on a new connection all the same."""
 
     def answer(conn: socket.socket, request: Request) -> bool:
-        _answer_echo(conn, request, extra="Connection: close\r\n")
+        _answer_echo(conn, request, extra=extra)
         return True
 
     assert _two_calls(answer) == ANSWERED_ON_A_NEW_CONNECTION
+
+
+def test_a_connection_an_http_1_0_answer_came_on_is_never_kept(unchecked: None) -> None:
+    """HTTP/1.0 keeps nothing unless asked: the server may close it after this answer."""
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        conn.sendall(
+            json_answer(request, {"echo": request.body["params"]["arguments"]}).replace(b"HTTP/1.1", b"HTTP/1.0", 1)
+        )
+        return True
+
+    assert _two_calls(answer) == ANSWERED_ON_A_NEW_CONNECTION
+
+
+def _one_call(answer: Answer, *, progress: bool = False, limit: float = 20) -> tuple[object, int]:
+    """One call to a server that answers as `answer` does: its result, or the exception it failed with, and how
+    many requests the server read."""
+    server = ScriptedBridge(answer)
+    heard: list[object] = []
+
+    async def on_progress(params: dict[str, object]) -> None:
+        heard.append(params)
+
+    async def call() -> object:
+        link = BridgeLink(_live(server.port), limit=limit)
+        try:
+            return await link.request("tools/call", _echo(1), on_progress if progress else None)
+        except Exception as exc:  # the test looks at what it was
+            return exc
+        finally:
+            await link.close()
+
+    try:
+        outcome = anyio.run(call)
+    finally:
+        server.close()
+    return outcome, len(server.requests)
+
+
+def _raw(data: bytes) -> Answer:
+    def answer(conn: socket.socket, request: Request) -> bool:
+        conn.sendall(data)
+        return True
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("raw", "progress"),
+    [
+        (b"HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", False),  # a status line without a status
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n{}", False),  # more than any answer: not awaited
+        (STREAM_HEAD + b"7fffffffffff\r\n" + b"x" * 100, True),  # a chunk larger than any event: not awaited
+        (STREAM_HEAD + b"a\r\ndata: 7\n\n\r\n0\r\n\r\n", True),  # an event that is not a message
+        (STREAM_HEAD + b"b\r\ndata: []\n\n\r\n0\r\n\r\n", True),
+    ],
+)
+def test_an_answer_that_is_not_what_the_bridge_sends_is_a_failure_at_once(
+    unchecked: None, raw: bytes, progress: bool
+) -> None:
+    """Said as a failure of the call (ToolCallFailed, which the relay turns into a state), never a raw exception
+    out of the transport, and never a wait for bytes no bridge would send."""
+    started = time.monotonic()
+    outcome, requests = _one_call(_raw(raw), progress=progress)
+    assert isinstance(outcome, ToolCallFailed) and not isinstance(outcome, AnswerOverdue), outcome
+    assert requests == 1 and time.monotonic() - started < 15
+
+
+def test_a_refusal_the_bridge_sent_before_reading_the_whole_request_is_told_and_never_resent(unchecked: None) -> None:
+    """The bridge refuses a body over its limit when it reads the head, answers, and closes: the request's
+    writing fails then, and the answer already there is the call's outcome, not a reason to send it again."""
+    server = socket.create_server(("127.0.0.1", 0))
+    connections: list[int] = []
+
+    def refuse() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            connections.append(1)
+            with conn:
+                conn.recv(65536)
+                body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"the request body is too large"}}'
+                conn.sendall(
+                    b"HTTP/1.1 413 Too Large\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+                )
+                conn.shutdown(socket.SHUT_WR)
+                time.sleep(0.2)
+                conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # a reset: unread bytes
+
+    threading.Thread(target=refuse, daemon=True).start()
+
+    async def call() -> object:
+        link = BridgeLink(_live(server.getsockname()[1]))
+        try:
+            return await link.request("tools/call", {"name": "echo", "arguments": {"blob": "z" * (32 * 1024 * 1024)}})
+        except Exception as exc:  # the test looks at what it was
+            return exc
+        finally:
+            await link.close()
+
+    try:
+        outcome = anyio.run(call)
+    finally:
+        server.close()
+    assert isinstance(outcome, MCPError) and "too large" in str(outcome), outcome
+    assert connections == [1]
+
+
+def test_a_request_given_up_while_its_bytes_still_go_out_never_reaches_the_bridge_whole(unchecked: None) -> None:
+    """A bridge that stopped reading (a hung Blender) gets a hang-up when the request's limit passes: the rest of
+    the request is dropped, so that Blender never finds a whole request to run after the caller gave up."""
+    server = socket.create_server(("127.0.0.1", 0))
+    received: list[int] = []
+    ended = threading.Event()
+
+    def stall() -> None:
+        conn, _ = server.accept()
+        with conn:
+            total = len(conn.recv(1024))
+            time.sleep(2)  # the call's limit (1 s) passes while nothing is read
+            while data := conn.recv(1 << 20):
+                total += len(data)
+        received.append(total)
+        ended.set()
+
+    threading.Thread(target=stall, daemon=True).start()
+    blob = "z" * (32 * 1024 * 1024)
+
+    async def call() -> None:
+        link = BridgeLink(_live(server.getsockname()[1]), limit=1)
+        try:
+            with pytest.raises(AnswerOverdue):
+                await link.request("tools/call", {"name": "echo", "arguments": {"blob": blob}})
+        finally:
+            await link.close()
+
+    try:
+        anyio.run(call)
+        assert ended.wait(20)
+    finally:
+        server.close()
+    assert received[0] < len(blob)
+
+
+@pytest.mark.skipif(not hasattr(select, "poll"), reason="POSIX poll")
+def test_a_kept_connection_numbered_past_1024_is_still_looked_at_before_reuse(unchecked: None) -> None:
+    """select() refuses descriptors from 1024 on, which a relay holding many files reaches."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this system allows {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    filler = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+
+        def answer(conn: socket.socket, request: Request) -> bool:
+            _answer_echo(conn, request, extra="")
+            return request.connection != 0  # the first connection closes after its answer
+
+        assert _two_calls(answer, loop_looks=True) == ([{"n": 1}, {"n": 2}], [(0, 1), (1, 2)])
+    finally:
+        for fd in filler:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 def test_a_link_is_never_reused_for_a_new_token_on_the_same_port(unchecked: None) -> None:
