@@ -314,6 +314,26 @@ def test_an_answer_that_is_not_what_the_bridge_sends_is_a_failure_at_once(
     assert requests == 1 and time.monotonic() - started < 15
 
 
+@pytest.mark.parametrize("raw", [b"HTTP/1.1 200 OK\r\nX: " + b"y" * (80 * 1024) + b"\r\n\r\n", STREAM_HEAD + b"zz\r\n"])
+def test_an_update_stream_that_is_not_what_the_bridge_sends_is_a_failure(unchecked: None, raw: bytes) -> None:
+    """A head over 64 KiB or a chunk size that is not one ends the stream as ToolCallFailed, which the relay
+    retries later, never as a raw exception."""
+    server = ScriptedBridge(_raw(raw))
+
+    async def follow() -> None:
+        async def updated(uri: str) -> None:
+            raise AssertionError(uri)
+
+        with anyio.fail_after(20):
+            await BridgeLink(_live(server.port)).listen(["blender://objects/Cube"], updated)
+
+    try:
+        with pytest.raises(ToolCallFailed, match="update stream"):
+            anyio.run(follow)
+    finally:
+        server.close()
+
+
 def test_a_refusal_the_bridge_sent_before_reading_the_whole_request_is_told_and_never_resent(unchecked: None) -> None:
     """The bridge refuses a body over its limit when it reads the head, answers, and closes: the request's
     writing fails then, and the answer already there is the call's outcome, not a reason to send it again."""
