@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -32,7 +33,7 @@ from hermes_blender import time_limits, transport
 from hermes_blender.contract.liveness import LiveEndpoint
 from hermes_blender.contract.redact import Secret
 from hermes_blender.errors import LiveEndpointUnavailable, ToolCallFailed
-from hermes_blender.transport import AnswerOverdue, BridgeLink, BridgeSilent, Links
+from hermes_blender.transport import AnswerOverdue, BridgeLink, BridgeSilent, Links, OnProgress
 from tests.net.conftest import Endpoint, start_endpoint
 from tests.scripted_bridge import STREAM_HEAD, Answer, Request, ScriptedBridge, event, json_answer
 
@@ -264,25 +265,32 @@ def _one_call(answer: Answer, *, progress: bool = False, limit: float = 20) -> t
     """One call to a server that answers as `answer` does: its result, or the exception it failed with, and how
     many requests the server read."""
     server = ScriptedBridge(answer)
-    heard: list[object] = []
 
     async def on_progress(params: dict[str, object]) -> None:
-        heard.append(params)
+        pass
+
+    try:
+        outcome = _outcome(server.port, _echo(1), limit=limit, on_progress=on_progress if progress else None)
+    finally:
+        server.close()
+    return outcome, len(server.requests)
+
+
+def _outcome(
+    port: int, params: dict[str, Any], *, limit: float | None = None, on_progress: OnProgress | None = None
+) -> object:
+    """A tool call on a link of its own: its result, or the exception it failed with."""
 
     async def call() -> object:
-        link = BridgeLink(_live(server.port), limit=limit)
+        link = BridgeLink(_live(port), limit=limit)
         try:
-            return await link.request("tools/call", _echo(1), on_progress if progress else None)
+            return await link.request("tools/call", params, on_progress)
         except Exception as exc:  # the test looks at what it was
             return exc
         finally:
             await link.close()
 
-    try:
-        outcome = anyio.run(call)
-    finally:
-        server.close()
-    return outcome, len(server.requests)
+    return anyio.run(call)
 
 
 def _raw(data: bytes) -> Answer:
@@ -359,17 +367,8 @@ def test_a_refusal_the_bridge_sent_before_reading_the_whole_request_is_told_and_
 
     threading.Thread(target=refuse, daemon=True).start()
 
-    async def call() -> object:
-        link = BridgeLink(_live(server.getsockname()[1]))
-        try:
-            return await link.request("tools/call", {"name": "echo", "arguments": {"blob": "z" * (32 * 1024 * 1024)}})
-        except Exception as exc:  # the test looks at what it was
-            return exc
-        finally:
-            await link.close()
-
     try:
-        outcome = anyio.run(call)
+        outcome = _outcome(server.getsockname()[1], {"name": "echo", "arguments": {"blob": "z" * (32 * 1024 * 1024)}})
     finally:
         server.close()
     assert isinstance(outcome, MCPError) and "too large" in str(outcome), outcome
