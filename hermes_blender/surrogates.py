@@ -39,5 +39,8 @@ def loads(body: bytes) -> Any:
     surrogate's UTF-8 form included, as U+FFFD; `json.loads` of bytes would keep them), so only an escape can
     still give one: the value is walked only when the text holds one."""
     text = body.decode("utf-8", errors="replace")
-    value = json.loads(text)
+    try:
+        value = json.loads(text)
+    except RecursionError:  # nested deeper than Python's parser goes: not JSON any bridge sends
+        raise ValueError("JSON nested too deeply") from None
     return well_formed_in(value) if any(escape in text for escape in ESCAPED) else value

@@ -485,13 +485,17 @@ class _Connection(asyncio.Protocol):
         asked too: what came since the event loop last looked is not in the buffer yet."""
         if self.buffer or self._ended or self._transport is None or self._transport.is_closing():
             return True
-        poller = select.poll()  # not select(): that refuses a descriptor numbered 1024 or more
+        if not hasattr(select, "poll"):  # Windows: select() there has no limit on the descriptor's number
+            return bool(select.select([self._fd], [], [], 0)[0])
+        poller = select.poll()  # elsewhere select() refuses a descriptor numbered 1024 or more
         poller.register(self._fd, select.POLLIN)
         return bool(poller.poll(0))
 
     async def aclose(self) -> None:
-        """At once, what was not sent yet dropped: a request cancelled while its bytes were still going out must not
-        reach the bridge whole after its caller gave it up (a graceful close would send them first)."""
+        """At once, dropping what this process has not handed to the socket yet: a request given up while its bytes
+        were still going out is cut there, not flushed to a bridge that stopped reading (a graceful close would
+        send it all first). What the kernel already took still arrives; the bridge runs only a request that came
+        whole, from a client still there when its turn comes."""
         if self._transport is not None:
             self._transport.abort()  # a request still waiting on it hears IncompleteRead
 
@@ -501,12 +505,14 @@ def _head(raw: bytes) -> tuple[str, int, dict[str, str]]:
     bridge joins a request's); ValueError for a status line that is not one."""
     status_line, *lines = raw.decode("latin-1").split("\r\n")
     version, _, rest = status_line.partition(" ")
-    status = int(rest[:3])
+    code = rest.partition(" ")[0]
+    if not (len(code) == 3 and code.isascii() and code.isdigit()):
+        raise ValueError(f"a status line without a status: {status_line[:80]!r}")
     fields: dict[str, str] = {}
     for name, _, value in (line.partition(":") for line in lines):
         key = name.strip().lower()
         fields[key] = f"{fields[key]}, {value.strip()}" if key in fields else value.strip()
-    return version, status, fields
+    return version, int(code), fields
 
 
 def _tokens(value: str) -> list[str]:

@@ -164,6 +164,7 @@ def test_what_came_since_the_event_loop_last_looked_still_expires_a_kept_connect
     def answer(conn: socket.socket, request: Request) -> bool:
         _answer_echo(conn, request)
         if request.connection == 0:
+            time.sleep(0.2)  # after the answer was read: what follows is in the socket only
             conn.sendall(unasked) if unasked else conn.shutdown(socket.SHUT_WR)
             sent.set()
         return True
@@ -305,6 +306,10 @@ def _raw(data: bytes) -> Answer:
     ("raw", "progress"),
     [
         (b"HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}", False),  # a status line without a status
+        (b"HTTP/1.1 +200 OK\r\nContent-Length: 38\r\n\r\n" + b'{"jsonrpc":"2.0","id":1,"result":{}}  ', False),
+        (b"HTTP/1.1 -20 OK\r\nContent-Length: 2\r\n\r\n{}", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 200000\r\n\r\n" + b"[" * 200_000, False),  # nested past the parser
+        (STREAM_HEAD + b"-1\r\n", True),  # a chunk of a negative size
         (b"HTTP/1.1 200 OK\r\nContent-Length: 100000000000\r\n\r\n{}", False),  # more than any answer: not awaited
         (STREAM_HEAD + b"7fffffffffff\r\n" + b"x" * 100, True),  # a chunk larger than any event: not awaited
         (STREAM_HEAD + b"a\r\ndata: 7\n\n\r\n0\r\n\r\n", True),  # an event that is not a message
@@ -376,8 +381,8 @@ def test_a_refusal_the_bridge_sent_before_reading_the_whole_request_is_told_and_
 
 
 def test_a_request_given_up_while_its_bytes_still_go_out_never_reaches_the_bridge_whole(unchecked: None) -> None:
-    """A bridge that stopped reading (a hung Blender) gets a hang-up when the request's limit passes: the rest of
-    the request is dropped, so that Blender never finds a whole request to run after the caller gave up."""
+    """A bridge that stopped reading (a hung Blender) gets a hang-up when the request's limit passes: what this
+    process still held of the request is dropped, not flushed to it after the caller gave up."""
     server = socket.create_server(("127.0.0.1", 0))
     received: list[int] = []
     ended = threading.Event()
@@ -409,6 +414,24 @@ def test_a_request_given_up_while_its_bytes_still_go_out_never_reaches_the_bridg
     finally:
         server.close()
     assert received[0] < len(blob)
+
+
+def test_a_kept_connection_is_looked_at_where_there_is_no_poll(
+    unchecked: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows's select module has no poll(): select() looks there (it has no limit on the descriptor's number)."""
+    monkeypatch.delattr(select, "poll")
+    sent = threading.Event()
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        _answer_echo(conn, request)
+        if request.connection == 0:
+            time.sleep(0.2)  # after the answer was read: these bytes are in the socket only
+            conn.sendall(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+            sent.set()
+        return True
+
+    assert _two_calls(answer, sent, loop_looks=False) == ANSWERED_ON_A_NEW_CONNECTION
 
 
 @pytest.mark.skipif(not hasattr(select, "poll"), reason="POSIX poll")
