@@ -37,8 +37,9 @@ from .time_limits import SILENCE, limit_of
 MAX_HEAD = 64 * 1024
 MAX_ANSWER = 256 * 1024 * 1024
 """The longest whole answer read: a picture the tools may make (50 MB) as base64 fits, many times over."""
-MAX_EVENT = 16 * 1024 * 1024
-"""The longest event of a streamed answer: its last one carries the whole result."""
+MAX_EVENT = MAX_ANSWER
+"""The longest event of a streamed answer: its last one carries the whole result, as large as a whole answer (a
+window's screenshot with no size limit, asked for with progress, passed 16 MiB)."""
 READ_AHEAD = 1024 * 1024
 """Bytes a connection takes from its socket before anyone asked for them; past that the bridge waits."""
 

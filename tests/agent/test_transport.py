@@ -13,6 +13,7 @@ in tests/agent/test_relay.py and tests/e2e/test_trust.py.
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import select
@@ -514,6 +515,28 @@ def test_a_streamed_answer_whose_progress_keeps_coming_outlasts_the_inactivity_t
         server.close()
     assert result == {"frames": 10} and heard == [f"frame {n}" for n in range(1, 11)]
     assert time.monotonic() - started >= 2.0
+
+
+def test_a_streamed_answer_as_large_as_a_whole_answer_arrives_whole(unchecked: None) -> None:
+    """A call asked with progress gets its result as the stream's last event: a picture of 20 MiB (a window's
+    screenshot with no size limit) comes through as it would without progress."""
+    picture = "p" * (20 * 1024 * 1024)
+
+    def answer(conn: socket.socket, request: Request) -> bool:
+        result = {"jsonrpc": "2.0", "id": request.body["id"], "result": {"picture": picture}}
+        data = b"data: " + json.dumps(result).encode() + b"\n\n"
+        conn.sendall(STREAM_HEAD + b"%x\r\n%s\r\n0\r\n\r\n" % (len(data), data))
+        return True
+
+    async def on_progress(params: dict[str, object]) -> None:
+        pass
+
+    server = ScriptedBridge(answer)
+    try:
+        outcome = _outcome(server.port, _echo(1), on_progress=on_progress)
+    finally:
+        server.close()
+    assert isinstance(outcome, dict) and outcome["picture"] == picture, outcome
 
 
 def _failing_call(
