@@ -321,11 +321,10 @@ def test_an_answer_that_is_not_what_the_bridge_sends_is_a_failure_at_once(
     unchecked: None, raw: bytes, progress: bool
 ) -> None:
     """Said as a failure of the call (ToolCallFailed, which the relay turns into a state), never a raw exception
-    out of the transport, and never a wait for bytes no bridge would send."""
-    started = time.monotonic()
+    out of the transport, and never a wait for bytes no bridge would send (that would end as AnswerOverdue)."""
     outcome, requests = _one_call(_raw(raw), progress=progress)
     assert isinstance(outcome, ToolCallFailed) and not isinstance(outcome, AnswerOverdue), outcome
-    assert requests == 1 and time.monotonic() - started < 15
+    assert requests == 1
 
 
 @pytest.mark.parametrize("raw", [b"HTTP/1.1 200 OK\r\nX: " + b"y" * (80 * 1024) + b"\r\n\r\n", STREAM_HEAD + b"zz\r\n"])
