@@ -10,7 +10,7 @@ person at the GUI made edits after the agent's step, undoing would undo theirs f
 from __future__ import annotations
 
 import contextlib
-import secrets
+import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -81,7 +81,7 @@ class AgentHistory:
         self._foreign = changes.foreign_steps
         """The file loads this history has seen: one more means a file was opened since, and it ended."""
         self._numbers = 0
-        self._session = secrets.token_hex(4)
+        self._session = os.urandom(4).hex()
         """In each mark, so a mark saved in a file by another session never passes for one of this session's."""
         self._mode_before = "OBJECT"
         self._undone_at = 0

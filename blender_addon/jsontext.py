@@ -7,8 +7,8 @@ and sent verbatim: the reply around it is encoded without encoding that data aga
 from __future__ import annotations
 
 import json
+import os
 import re
-import secrets
 from typing import Any
 
 
@@ -32,7 +32,7 @@ payload around it is small, the data inside it never walked."""
 def encode(payload: Any) -> bytes:
     """`payload` as UTF-8 JSON, with RawJson dict values (up to SPLICE_DEPTH deep) spliced in verbatim."""
     raws: list[RawJson] = []
-    nonce = secrets.token_hex(16)  # per call: a client cannot guess it, so no value it sends can collide
+    nonce = os.urandom(16).hex()  # per call: a client cannot guess it, so no value it sends can collide
     shell = _swap(payload, raws, SPLICE_DEPTH, nonce)
     text = dumps(shell)
     for index, raw in enumerate(raws):

@@ -49,7 +49,7 @@ class HERMES_BRIDGE_OT_stop(bpy.types.Operator):
 
 
 class _ToolButton:
-    """A panel button that does what a tool does, with the same rules and refusals (`Execution.run_here`)."""
+    """A panel button that does what a tool does, with the same rules and refusals (`ToolHost.run_here`)."""
 
     tool = ""
 
@@ -61,7 +61,7 @@ class _ToolButton:
         bridge = RUNTIME.bridge
         if bridge is None:
             return {"CANCELLED"}
-        outcome = bridge.execution.run_here(self.tool, arguments)
+        outcome = bridge.tool_host.run_here(self.tool, arguments)
         text = json.loads(outcome.content[-1]["text"])
         if outcome.is_error:
             self.report({"ERROR"}, text.get("error", "refused"))  # type: ignore[attr-defined]

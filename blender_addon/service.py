@@ -10,10 +10,11 @@ from __future__ import annotations
 import datetime
 import enum
 import os
-from dataclasses import dataclass, field
+import threading
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import bpy
 
@@ -21,25 +22,22 @@ from . import dispatch, log
 from .errors import BridgeError, PortUnavailable
 from .execution import JOB_TIMEOUT, Execution
 from .net.auth import Token
-from .net.http import HttpConversation, HttpLimits
+from .net.conversation import Conversation, Peer
 from .net.lab_protocol import LabConversation, LabSettings
 from .net.main_loop import MainLoop
-from .net.mcp import McpProtocol, ServerInfo
-from .net.mcp_http import ENDPOINT_PATH, McpHttpApp
 from .net.peer import same_user
-from .net.sessions import SessionStore
-from .net.subscriptions import Updates
 from .net.threaded import ThreadedListeners
+from .net.versions import ENDPOINT_PATH
 from .owner_files import runtime_file
+
+if TYPE_CHECKING:
+    from .mcp_endpoint import McpEndpoint
+    from .net.http import HttpLimits
+    from .tool_host import ToolHost
 
 ADDON_VERSION = "0.1.0"
 LOOPBACK_HOST = "127.0.0.1"
 LAB_PORT = 9876
-
-INSTRUCTIONS = (
-    "Tools for the Blender instance that published this endpoint. Read get_objects_summary before "
-    "changing anything. Code execution in Blender is not a sandbox."
-)
 
 
 class Mode(enum.Enum):
@@ -65,7 +63,8 @@ class BridgeConfig:
     runtime_file: Path | None = None
     """None: the declared path Hermes reads."""
     job_timeout: float = JOB_TIMEOUT
-    http_limits: HttpLimits = field(default_factory=HttpLimits)
+    http_limits: HttpLimits | None = None
+    """None: the defaults (`net/http.py`)."""
     lab_port: int | None = None
     """The Blender Lab listener's port (0: let the OS choose; None: off, the default: it is opt-in)."""
     lab_require_token: bool = False
@@ -89,19 +88,17 @@ class Bridge:
         self.log_file = log.configure(config.log_file or default_log_file())
         self._token = Token.generate()
         self.pid = os.getpid()
-        self._updates = Updates()
         self.execution = Execution(
             dispatcher,
-            updates=self._updates,
             gui=config.mode is Mode.GUI,
             allow_code=config.allow_code,
             job_timeout=config.job_timeout,
             checkpoint_folder=config.checkpoint_folder or default_checkpoint_folder(),
         )
-        protocol = McpProtocol(self.execution, ServerInfo("blender-bridge", ADDON_VERSION, INSTRUCTIONS))
-        app = McpHttpApp(
-            protocol, self._token, lambda: self.port, SessionStore(), self._updates, on_internal_error=_log_exception
-        )
+        self._loading = threading.Lock()
+        """Held while the MCP side or the tool host is built (their first use may come from two threads)."""
+        self._tool_host: ToolHost | None = None
+        self._mcp: McpEndpoint | None = None
         try:
             self._loop = MainLoop() if config.mode is Mode.BACKGROUND else None
         except OSError as exc:
@@ -112,7 +109,7 @@ class Bridge:
             self._address = self._listeners.listen(
                 LOOPBACK_HOST,
                 config.port,
-                partial(HttpConversation, app=app, limits=config.http_limits, gate=app.gate, lasting=app.lasting),
+                self._mcp_conversation,
                 name="hermes-mcp",
             )
             self.url = f"http://{LOOPBACK_HOST}:{self.port}"
@@ -154,6 +151,38 @@ class Bridge:
             )
         except PortUnavailable as exc:
             self.lab_error = f"Blender Lab listener not started: {exc}"
+
+    @property
+    def tool_host(self) -> ToolHost:
+        """The MCP tools over this bridge's jobs, loaded at their first use (MCP's, or a panel button's)."""
+        with self._loading:
+            if self._tool_host is None:
+                from .tool_host import ToolHost  # not at the start: a Lab-only bridge never needs the catalogue
+
+                self._tool_host = ToolHost(self.execution)
+            return self._tool_host
+
+    def _mcp_conversation(self, peer: Peer) -> Conversation:
+        """The MCP listener's conversations; its first one brings the MCP side up."""
+        mcp = self._mcp or self._mcp_side()
+        return mcp.conversation(peer)
+
+    def _mcp_side(self) -> McpEndpoint:
+        from .mcp_endpoint import McpEndpoint  # not at the start (mcp_endpoint.py says why)
+
+        tools = self.tool_host
+        with self._loading:
+            if self._mcp is None:
+                self._mcp = McpEndpoint(
+                    tools,
+                    ADDON_VERSION,
+                    self._token,
+                    lambda: self.port,
+                    self._config.http_limits,
+                    on_internal_error=_log_exception,
+                )
+                self.execution.watcher = self._mcp
+            return self._mcp
 
     @property
     def port(self) -> int:
@@ -208,7 +237,10 @@ class Bridge:
         Jobs first: a connection thread waiting on a queued job then answers its client with a
         clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
         """
-        self._updates.close()  # each stream sends its graceful end while its connection is still open
+        with self._loading:
+            mcp = self._mcp
+        if mcp is not None:
+            mcp.close()  # each stream sends its graceful end while its connection is still open
         self._dispatcher.close()
         self.execution.close()
         self.withdraw()  # first: the answers still going out may take the stop policy's seconds

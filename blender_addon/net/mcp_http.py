@@ -13,19 +13,19 @@ from typing import Any
 
 from ..errors import RpcError
 from ..jsontext import encode
-from .auth import Token, bearer_matches, host_allowed, origin_allowed
+from .auth import Token, bearer_matches
 from .caller import Caller
 from .eras import SESSION_HEADER, Era, Handshake, Refused, Stateless
 from .event_stream import EventStream
 from .http import HttpError, Request, Response
 from .mcp import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, McpProtocol
+from .rebinding import host_allowed, origin_allowed
 from .sessions import SessionStore
 from .subscriptions import Updates, resource_filter
-from .versions import METHOD_HEADER
+from .versions import ENDPOINT_PATH, METHOD_HEADER
 
 LISTEN = "subscriptions/listen"
 
-ENDPOINT_PATH = "/mcp"
 
 # Every other path, OAuth discovery and registration included. An MCP client whose OAuth support
 # reacts to our 401 ends its discovery here, so this text is what its user reads.

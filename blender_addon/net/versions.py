@@ -1,4 +1,4 @@
-"""The MCP protocol versions the bridge speaks, and the names of the per-request envelope.
+"""The MCP protocol versions the bridge speaks, the names of the per-request envelope, and the endpoint's path.
 
 One module for the add-on and the toolkit: the toolkit loads this file from the add-on source it
 ships (`hermes_blender/protocol.py`), so a new version is written down once. It imports nothing.
@@ -15,3 +15,5 @@ VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
 NAME_HEADER = "Mcp-Name"
 """A stateless request mirrors its method, and a tool call its tool's name, in these headers."""
+ENDPOINT_PATH = "/mcp"
+"""Where the bridge serves MCP: the runtime file names it (`endpoint_path`)."""

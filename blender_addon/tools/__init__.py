@@ -1,36 +1,5 @@
-"""The tool catalogue: functions of Blender state returning JSON-able data.
+"""The tools: functions of Blender state returning JSON-able data (`catalogue.py` names the ones offered).
 
-Nothing here touches sockets; every `run` executes on Blender's main thread via dispatch.
+Nothing here touches sockets; every `run` executes on Blender's main thread via dispatch. Importing a tool's
+module loads only it: the catalogue loads with the MCP side, at its first use (the Lab's code needs none of it).
 """
-
-from __future__ import annotations
-
-from .base import Image, Tool
-from .blendfile import BLENDFILE_TOOLS
-from .code import EXECUTE_BLENDER_CODE
-from .frame_tasks import FRAME_TASK_TOOLS
-from .frames import RENDER_FRAMES
-from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
-from .montage import VIEW_MONTAGE
-from .render import RENDER_TOOLS
-from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
-from .screen import SCREEN_TOOLS
-
-CATALOGUE: dict[str, Tool] = {
-    tool.name: tool
-    for tool in (
-        GET_OBJECTS_SUMMARY,
-        GET_OBJECT_DETAIL_SUMMARY,
-        *BLENDFILE_TOOLS,
-        EXECUTE_BLENDER_CODE,
-        *SCREEN_TOOLS,
-        VIEW_MONTAGE,
-        *RENDER_TOOLS,
-        RENDER_FRAMES,
-        *FRAME_TASK_TOOLS,
-        *UNDO_TOOLS,
-        *CHECKPOINT_TOOLS,
-    )
-}
-
-__all__ = ["CATALOGUE", "Image", "Tool"]

@@ -10,7 +10,8 @@ besides holding the bridge's token, which every call needs anyway.
 
 from __future__ import annotations
 
-import secrets
+import base64
+import os
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -119,7 +120,7 @@ class FramesTask:
     """One frame range being rendered a frame per step."""
 
     def __init__(self, frames: FrameRange, scene: Any, job: JobContext) -> None:
-        self.task_id = secrets.token_urlsafe(12)
+        self.task_id = base64.urlsafe_b64encode(os.urandom(12)).decode("ascii")  # 16 characters
         self.frames = frames
         self._job = job
         """What each step runs as: a job of the bridge that started the task."""

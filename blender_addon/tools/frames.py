@@ -18,7 +18,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import shutil
 import stat
 import time
@@ -214,7 +213,7 @@ class FrameRange:
         target, fd = self._at(name), self._fd
         source, source_fd = scratch, None
         if os.stat(scratch).st_dev != os.stat(self._at("."), dir_fd=fd).st_dev:
-            source, source_fd = self._at(f".hermes-{secrets.token_hex(8)}.png"), fd
+            source, source_fd = self._at(f".hermes-{os.urandom(8).hex()}.png"), fd
             self._copy_in(scratch, source)
         try:
             if self.overwrite:

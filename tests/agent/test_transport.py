@@ -597,7 +597,7 @@ def test_a_tools_own_limit_bounds_its_call() -> None:
 
 def test_the_limits_are_the_addons_own() -> None:
     from blender_addon import execution
-    from blender_addon.tools import CATALOGUE
+    from blender_addon.tools.catalogue import CATALOGUE
 
     assert (time_limits.JOB_LIMIT, time_limits.DEFERRED_LIMIT) == (execution.JOB_TIMEOUT, execution.DEFERRED_LIMIT)
     declared = {name: tool.time_limit for name, tool in CATALOGUE.items() if tool.time_limit}

@@ -414,7 +414,7 @@ def test_a_checkpoint_whose_file_is_gone_or_whose_note_names_another_is_not_foun
     """A restore reads the one note it is asked for: a note whose .blend was deleted, or one copied under another name,
     is no checkpoint (nor listed: one checkpoint is listed once), and the scene stays as it was."""
     for name in ("gone", "kept"):
-        assert not bridge.execution.run_here("save_checkpoint", {"name": name}).is_error
+        assert not bridge.tool_host.run_here("save_checkpoint", {"name": name}).is_error
     folder = bridge.execution.checkpoints.folder
     (folder / "gone.blend").unlink()
     shutil.copy(folder / "kept.json", folder / "copied.json")
@@ -427,7 +427,7 @@ def test_a_checkpoint_whose_file_is_gone_or_whose_note_names_another_is_not_foun
     for refused in _calls(bridge, "2026-07-28", script):
         assert refused.is_error and "checkpoint_not_found" in refused.text, refused.text
     assert _scene() == before
-    listed = bridge.execution.run_here("list_checkpoints", {})
+    listed = bridge.tool_host.run_here("list_checkpoints", {})
     assert [entry["name"] for entry in json.loads(listed.content[0]["text"])["checkpoints"]] == ["kept"]
 
 
@@ -437,7 +437,7 @@ def test_a_note_that_is_a_fifo_a_device_or_of_other_types_is_no_checkpoint_and_n
     FIFO nor fill memory from /dev/zero, and a note whose fields are of other types is not listed."""
     execution = bridge.execution
     for name in ("fifo", "zero", "typed", "kept"):
-        assert not execution.run_here("save_checkpoint", {"name": name}).is_error
+        assert not bridge.tool_host.run_here("save_checkpoint", {"name": name}).is_error
     folder = execution.checkpoints.folder
     (folder / "fifo.json").unlink()
     os.mkfifo(folder / "fifo.json")
@@ -445,10 +445,10 @@ def test_a_note_that_is_a_fifo_a_device_or_of_other_types_is_no_checkpoint_and_n
     (folder / "zero.json").symlink_to("/dev/zero")
     typed = json.loads((folder / "typed.json").read_text())
     (folder / "typed.json").write_text(json.dumps({**typed, "saved_at": "yesterday"}))
-    listed = execution.run_here("list_checkpoints", {})
+    listed = bridge.tool_host.run_here("list_checkpoints", {})
     assert [entry["name"] for entry in json.loads(listed.content[0]["text"])["checkpoints"]] == ["kept"]
     for name in ("fifo", "zero", "typed"):
-        refused = execution.run_here("restore_checkpoint", {"name": name})
+        refused = bridge.tool_host.run_here("restore_checkpoint", {"name": name})
         assert refused.is_error and "checkpoint_not_found" in refused.content[0]["text"], refused.content
 
 
@@ -499,19 +499,18 @@ def test_a_call_that_adds_many_objects_is_told_within_the_answer_budget_with_who
 
 
 def test_the_panels_buttons_do_what_the_tools_do_with_the_same_refusals(bridge: Any) -> None:
-    """`Execution.run_here`, what the panel's Undo, Cancel and Restore buttons call on Blender's main thread."""
-    execution = bridge.execution
-    nothing = execution.run_here("undo_agent_steps", {"steps": 1})
+    """`ToolHost.run_here`, what the panel's Undo, Cancel and Restore buttons call on Blender's main thread."""
+    nothing = bridge.tool_host.run_here("undo_agent_steps", {"steps": 1})
     assert nothing.is_error and '"state":"nothing_to_undo"' in nothing.content[0]["text"]
 
     async def script(client: SdkClient) -> Any:
         return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].name = 'Box'"})
 
     _calls(bridge, "2026-07-28", script)
-    undone = execution.run_here("undo_agent_steps", {"steps": 1})
+    undone = bridge.tool_host.run_here("undo_agent_steps", {"steps": 1})
     assert not undone.is_error and "renamed Box to Cube" in undone.content[0]["text"]
     assert "Cube" in bpy.data.objects
-    missing = execution.run_here("restore_checkpoint", {"name": "never saved"})
+    missing = bridge.tool_host.run_here("restore_checkpoint", {"name": "never saved"})
     assert missing.is_error and "checkpoint_not_found" in missing.content[0]["text"]
 
 

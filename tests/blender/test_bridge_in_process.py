@@ -56,7 +56,7 @@ def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps
 ) -> None:
     from dataclasses import replace
 
-    catalogue = importlib.import_module(service.__name__.rsplit(".", 1)[0] + ".tools").CATALOGUE
+    catalogue = importlib.import_module(service.__name__.rsplit(".", 1)[0] + ".tools.catalogue").CATALOGUE
     original = catalogue["get_objects_summary"]
     bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
@@ -420,3 +420,10 @@ def test_past_a_deadline_only_code_that_is_not_installed_is_policed(addon: Modul
         assert interrupt.installed(str(installed)), installed
     for agent in ("<blender-bridge>", "x.py", "<string>", "/tmp/agent-scripts/tool.py"):
         assert not interrupt.installed(agent), agent
+
+
+def test_the_gui_looks_for_the_users_edits_as_often_as_a_stream_may_tell_them(service: ModuleType) -> None:
+    """The edits look lives with the jobs, the streams' pace with the MCP side (loaded later): one figure."""
+    package = service.__name__.rsplit(".", 1)[0]
+    execution = importlib.import_module(f"{package}.execution")
+    assert execution.EDITS_LOOK == importlib.import_module(f"{package}.net.subscriptions").COALESCE

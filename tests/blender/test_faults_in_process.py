@@ -26,8 +26,8 @@ def test_a_call_running_past_its_timeout_is_reported_and_the_bridge_answers_afte
     bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "s.json", lab_port=None, job_timeout=0.3))
 
     def calls() -> tuple[str, dict]:
-        slow = bridge.execution.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(30)\nresult = {}"})
-        after = bridge.execution.call_tool("get_objects_summary", {})
+        slow = bridge.tool_host.call_tool("execute_blender_code", {"code": "import time\ntime.sleep(30)\nresult = {}"})
+        after = bridge.tool_host.call_tool("get_objects_summary", {})
         return slow.content[0]["text"], json.loads(after.content[0]["text"])
 
     slow, after = serve_while(bridge.dispatcher, calls)

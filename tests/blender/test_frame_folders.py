@@ -198,7 +198,7 @@ def test_a_folder_others_may_write_to_is_refused_before_anything_renders(
     else:
         _acl_letting_nobody_write(out)
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")
-    catalogue = importlib.import_module(f"{ADDON_MODULE}.tools").CATALOGUE
+    catalogue = importlib.import_module(f"{ADDON_MODULE}.tools.catalogue").CATALOGUE
     with pytest.raises(errors.ToolError, match=re.escape(why)) as refused:
         catalogue[tool].run({"output_folder": str(out), "frame_start": 1, "frame_end": 2}, tasks.job)
     assert refused.value.state == "unsafe_folder"
@@ -295,7 +295,7 @@ def elsewhere() -> Iterator[Path]:
 def test_across_file_systems_frames_are_copied_in_and_a_symlink_planted_mid_render_is_left_alone(
     small_scene: None, elsewhere: Path, base: Path, plant_during: dict[int, str]
 ) -> None:
-    catalogue = importlib.import_module(f"{ADDON_MODULE}.tools").CATALOGUE
+    catalogue = importlib.import_module(f"{ADDON_MODULE}.tools.catalogue").CATALOGUE
     victim = base / "victim"
     victim.write_bytes(b"precious")
     plant_during[2] = f"ln -s {victim} {elsewhere}/frame_0002.png"

@@ -107,8 +107,8 @@ def test_switching_code_execution_off_refuses_code_on_both_listeners(
     def ask() -> tuple[dict[str, Any], Any, Any]:
         return (
             lab_execute(_lab_port(bridge), "result = {}"),
-            bridge.execution.call_tool("execute_blender_code", {"code": "result = {}"}),
-            bridge.execution.call_tool("get_objects_summary", {}),
+            bridge.tool_host.call_tool("execute_blender_code", {"code": "result = {}"}),
+            bridge.tool_host.call_tool("get_objects_summary", {}),
         )
 
     envelope, outcome, summary = serve_while(bridge.dispatcher, ask)
@@ -226,7 +226,7 @@ def test_nan_and_infinities_get_the_same_error_on_both_listeners_never_a_success
     def ask() -> tuple[dict[str, Any], dict[str, Any], Any]:
         lab = lab_execute(_lab_port(bridge), code, strict_json=False)
         strict = lab_execute(_lab_port(bridge), code, strict_json=True)
-        return lab, strict, bridge.execution.call_tool("execute_blender_code", {"code": code})
+        return lab, strict, bridge.tool_host.call_tool("execute_blender_code", {"code": code})
 
     lab, strict, outcome = serve_while(bridge.dispatcher, ask)
     assert lab == strict == {"status": "error", "message": python_exec.NOT_FINITE}

@@ -45,7 +45,7 @@ def test_a_symlink_planted_mid_render_is_never_followed(
     from hermes_blender.blender_host import ADDON_MODULE
 
     errors = __import__(f"{ADDON_MODULE}.errors", fromlist=["ToolError"])
-    catalogue = __import__(f"{ADDON_MODULE}.tools", fromlist=["CATALOGUE"]).CATALOGUE
+    catalogue = __import__(f"{ADDON_MODULE}.tools.catalogue", fromlist=["CATALOGUE"]).CATALOGUE
     job = a_job(__import__(f"{ADDON_MODULE}.dispatch", fromlist=["QueuedDispatcher"]).QueuedDispatcher())
     target, victim = planted
     scene = bpy.context.scene

@@ -73,16 +73,16 @@ def _state() -> dict[str, Any]:
 
 
 @pytest.fixture
-def execution(addon: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
+def bridge(addon: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
     service = importlib.import_module(f"{ADDON_MODULE}.service")
     bridge = runtime.start(
         service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None, checkpoint_folder=tmp_path / "c")
     )
-    return bridge.execution
+    return bridge
 
 
-def _montage(execution: Any, **arguments: Any) -> tuple[np.ndarray, dict[str, Any]]:
-    outcome = execution.run_here("get_view_montage", arguments)
+def _montage(bridge: Any, **arguments: Any) -> tuple[np.ndarray, dict[str, Any]]:
+    outcome = bridge.tool_host.run_here("get_view_montage", arguments)
     assert not outcome.is_error, outcome.content
     image, text = outcome.content
     assert image["type"] == "image" and image["mimeType"] == "image/png"
@@ -92,12 +92,12 @@ def _montage(execution: Any, **arguments: Any) -> tuple[np.ndarray, dict[str, An
     return _decode(png), {**details, "png": png}
 
 
-def test_red_left_of_blue_in_front_and_apart_in_the_top_view_and_every_tile_differs(execution: Any) -> None:
+def test_red_left_of_blue_in_front_and_apart_in_the_top_view_and_every_tile_differs(bridge: Any) -> None:
     exec(RED_LEFT_OF_BLUE, {})
-    execution.changes.settle()  # the setup is a change of its own, before the montage
+    bridge.execution.changes.settle()  # the setup is a change of its own, before the montage
     before = _state()
-    history = execution.run_here("get_agent_history", {}).content[0]["text"]
-    sheet, details = _montage(execution, objects=["Cube", "Sphere"], tile_size=128)
+    history = bridge.tool_host.run_here("get_agent_history", {}).content[0]["text"]
+    sheet, details = _montage(bridge, objects=["Cube", "Sphere"], tile_size=128)
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     (ARTIFACTS / "montage-red-left-of-blue.png").write_bytes(details.pop("png"))
     assert details["views"] == ["front", "right", "top", "three-quarter"] and (details["columns"], details["rows"]) == (
@@ -117,22 +117,22 @@ def test_red_left_of_blue_in_front_and_apart_in_the_top_view_and_every_tile_diff
         for other in tiles[index + 1 :]:
             assert (np.abs(tile.astype(int) - other.astype(int)).max(axis=-1) > 40).sum() > 100
     assert _state() == before
-    assert execution.run_here("get_agent_history", {}).content[0]["text"] == history
+    assert bridge.tool_host.run_here("get_agent_history", {}).content[0]["text"] == history
     assert details["left_no_trace"] is True
 
 
-def test_the_montage_fits_its_byte_budget(execution: Any) -> None:
-    _, whole = _montage(execution, tile_size=256)
-    sheet, fitted = _montage(execution, tile_size=256, size_limit_in_bytes=whole["bytes"] // 2)
+def test_the_montage_fits_its_byte_budget(bridge: Any) -> None:
+    _, whole = _montage(bridge, tile_size=256)
+    sheet, fitted = _montage(bridge, tile_size=256, size_limit_in_bytes=whole["bytes"] // 2)
     assert fitted["bytes"] <= whole["bytes"] // 2 and sheet.shape[0] < 512
 
 
-def test_the_revision_does_not_move(execution: Any) -> None:
-    page = json.loads(execution.run_here("get_objects_summary", {}).content[0]["text"])
-    _, details = _montage(execution, views=["top"], tile_size=64)
+def test_the_revision_does_not_move(bridge: Any) -> None:
+    page = json.loads(bridge.tool_host.run_here("get_objects_summary", {}).content[0]["text"])
+    _, details = _montage(bridge, views=["top"], tile_size=64)
     assert details["revision"] == page["revision"]
     again = json.loads(
-        execution.run_here("get_objects_summary", {"offset": 1, "revision": page["revision"]}).content[0]["text"]
+        bridge.tool_host.run_here("get_objects_summary", {"offset": 1, "revision": page["revision"]}).content[0]["text"]
     )
     assert "error" not in again  # a page asked with the revision before the montage is still a page of the same scene
 
@@ -149,28 +149,28 @@ def test_the_revision_does_not_move(execution: Any) -> None:
         ({"size_limit_in_bytes": 10}, "too_large"),
     ],
 )
-def test_bad_targets_and_arguments_are_named(execution: Any, arguments: dict[str, Any], state: str) -> None:
+def test_bad_targets_and_arguments_are_named(bridge: Any, arguments: dict[str, Any], state: str) -> None:
     before = _state()
-    outcome = execution.run_here("get_view_montage", {"tile_size": 64, **arguments})
+    outcome = bridge.tool_host.run_here("get_view_montage", {"tile_size": 64, **arguments})
     assert outcome.is_error and f'"state":"{state}"' in outcome.content[0]["text"]
     assert _state() == before
 
 
-def test_an_empty_scene_a_far_target_and_an_empty_object_each_get_a_clear_answer(execution: Any) -> None:
+def test_an_empty_scene_a_far_target_and_an_empty_object_each_get_a_clear_answer(bridge: Any) -> None:
     far = bpy.data.objects.new("Far", None)
     far.location = (1e5, -3e4, 2e3)
     bpy.context.scene.collection.objects.link(far)
-    _, details = _montage(execution, objects=["Far"], views=["front"], tile_size=64)
+    _, details = _montage(bridge, objects=["Far"], views=["front"], tile_size=64)
     assert details["bounds"]["min"] == details["bounds"]["max"] == [100000.0, -30000.0, 2000.0]
     for obj in list(bpy.data.objects):
         bpy.data.objects.remove(obj)
-    empty = execution.run_here("get_view_montage", {"tile_size": 64})
+    empty = bridge.tool_host.run_here("get_view_montage", {"tile_size": 64})
     assert empty.is_error and '"state":"empty_target"' in empty.content[0]["text"]
 
 
-def test_inspect_answers_before_and_after_and_the_cube_moved_between_them(execution: Any) -> None:
+def test_inspect_answers_before_and_after_and_the_cube_moved_between_them(bridge: Any) -> None:
     code = "bpy.data.objects['Cube'].location.x += 3"
-    outcome = execution.run_here("execute_blender_code", {"code": code, "inspect": True})
+    outcome = bridge.tool_host.run_here("execute_blender_code", {"code": code, "inspect": True})
     assert not outcome.is_error, outcome.content
     before_image, after_image, text = outcome.content
     assert before_image["type"] == after_image["type"] == "image"
@@ -193,13 +193,13 @@ def test_inspect_answers_before_and_after_and_the_cube_moved_between_them(execut
     assert cube_column(after) > 0.6  # moved along +X: to the right of where the frame's middle is now
 
 
-def test_a_scene_that_writes_video_gets_its_montage_and_keeps_its_settings(execution: Any) -> None:
+def test_a_scene_that_writes_video_gets_its_montage_and_keeps_its_settings(bridge: Any) -> None:
     settings = bpy.context.scene.render.image_settings
     if not hasattr(settings, "media_type"):
         pytest.skip("this Blender has no media types (before 5.0)")
     settings.media_type = "VIDEO"
     before = (_state(), settings.media_type, settings.file_format)
-    _, details = _montage(execution, tile_size=64, views=["front"])
+    _, details = _montage(bridge, tile_size=64, views=["front"])
     assert details["views"] == ["front"]
     assert (_state(), settings.media_type, settings.file_format) == before
 
@@ -211,32 +211,32 @@ def test_a_scene_that_writes_video_gets_its_montage_and_keeps_its_settings(execu
         "bpy.data.objects.remove(bpy.data.objects['Cube'])",  # lights and cameras only
     ],
 )
-def test_what_cannot_be_framed_is_named_not_a_blank_picture(execution: Any, setup: str) -> None:
+def test_what_cannot_be_framed_is_named_not_a_blank_picture(bridge: Any, setup: str) -> None:
     exec(setup, {"bpy": bpy})
-    execution.changes.settle()
-    outcome = execution.run_here("get_view_montage", {"tile_size": 64})
+    bridge.execution.changes.settle()
+    outcome = bridge.tool_host.run_here("get_view_montage", {"tile_size": 64})
     assert outcome.is_error and '"state":"empty_target"' in outcome.content[0]["text"]
     assert len(bpy.data.cameras) == 1  # only the scene's own
 
 
-def test_a_timeline_marker_bound_to_a_camera_neither_takes_over_the_views_nor_is_lost(execution: Any) -> None:
-    plain, _ = _montage(execution, tile_size=64, views=["top"])
+def test_a_timeline_marker_bound_to_a_camera_neither_takes_over_the_views_nor_is_lost(bridge: Any) -> None:
+    plain, _ = _montage(bridge, tile_size=64, views=["top"])
     marker = bpy.context.scene.timeline_markers.new("shot", frame=bpy.context.scene.frame_current)
     marker.camera = bpy.data.objects["Camera"]
-    marked, _ = _montage(execution, tile_size=64, views=["top"])
+    marked, _ = _montage(bridge, tile_size=64, views=["top"])
     assert np.array_equal(plain, marked)
     assert marker.camera == bpy.data.objects["Camera"]
 
 
 def test_a_scene_that_writes_video_still_gets_a_png_from_the_viewport_render_and_keeps_its_settings(
-    execution: Any, tmp_path: Path
+    bridge: Any, tmp_path: Path
 ) -> None:
     settings = bpy.context.scene.render.image_settings
     if not hasattr(settings, "media_type"):
         pytest.skip("this Blender has no media types (before 5.0)")
     settings.media_type = "VIDEO"
     before = (settings.media_type, settings.file_format, bpy.context.scene.render.filepath)
-    outcome = execution.run_here("render_viewport_to_path", {"output_path": str(tmp_path / "view.png")})
+    outcome = bridge.tool_host.run_here("render_viewport_to_path", {"output_path": str(tmp_path / "view.png")})
     assert not outcome.is_error, outcome.content
     assert (tmp_path / "view.png").read_bytes().startswith(b"\x89PNG")
     assert (settings.media_type, settings.file_format, bpy.context.scene.render.filepath) == before

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -10,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from hermes_blender.client import BridgeClient
+from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.lab import lab_exchange, lab_execute
 from tests.other_user import AS_NOBODY, ask_lab, needs_another_user
@@ -192,3 +195,24 @@ def test_a_syntax_error_shows_the_agents_code_not_the_bridges_frames(lab: int) -
     reply = lab_execute(lab, "result = {\n  'a': 1,,\n}")
     assert reply["status"] == "error" and "SyntaxError" in reply["message"]
     assert "python_exec" not in reply["message"] and "Traceback" not in reply["message"]
+
+
+MCP_SIDE = ("catalogue", "mcp_endpoint", "mcp_http", "tool_host")
+LOADED = (
+    "import sys\nprefix = 'bl_ext.user_default.hermes_bridge.'\n"
+    f"result = {{'loaded': sorted(n.rsplit('.', 1)[-1] for n in sys.modules if n.startswith(prefix)"
+    f" and n.rsplit('.', 1)[-1] in {MCP_SIDE!r})}}"
+)
+
+
+def test_the_mcp_side_loads_with_its_first_client_and_never_for_the_lab_alone(tmp_path: Path) -> None:
+    """Blender's start (every start that loads the add-on) pays nothing for the MCP tools, protocol and HTTP: a
+    bridge that only answers the Lab's code never loads them, and the MCP listener's first client is served
+    as ever, loading them then (docs/performance.md)."""
+    runtime_file = tmp_path / "server.json"
+    with HeadlessBlender(runtime_file, lab_port=0):
+        port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
+        assert lab_execute(port, LOADED) == {"status": "ok", "result": {"loaded": []}}
+        summary = asyncio.run(BridgeClient(RuntimeFileSpec(path=str(runtime_file))).call_tool("get_objects_summary"))
+        assert not summary.is_error and summary.structured is not None and summary.structured["total_objects"] == 3
+        assert lab_execute(port, LOADED) == {"status": "ok", "result": {"loaded": sorted(MCP_SIDE)}}

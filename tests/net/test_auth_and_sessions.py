@@ -7,8 +7,8 @@ import pickle
 
 import pytest
 
-from blender_addon.net import auth
-from blender_addon.net.auth import Token, bearer_matches, host_allowed, origin_allowed
+from blender_addon.net.auth import Token, bearer_matches
+from blender_addon.net.rebinding import host_allowed, origin_allowed
 from blender_addon.net.sessions import SessionStore
 
 
@@ -38,7 +38,7 @@ def test_tokens_are_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -
         compared.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", compare_digest)
+    monkeypatch.setattr(hmac, "compare_digest", compare_digest)
     token = Token("abc123")
     assert bearer_matches("Bearer abc123", token) and not bearer_matches("Bearer abc124", token)
     assert compared == [(b"abc123", b"abc123"), (b"abc124", b"abc123")]
