@@ -13,7 +13,6 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import NoReturn
 
 import bpy
@@ -42,19 +41,23 @@ KEPT_STEPS = 64
 default), and a step it dropped cannot be taken back: `undo` says so."""
 
 
-@dataclass(frozen=True)
 class Step:
     """One agent call that changed the scene."""
 
-    number: int
-    tool: str
-    title: str
-    at: float
-    summary: Summary
-    made_in: str = "OBJECT"
-    """Blender's mode (`bpy.context.mode`) when the call began or, if it was not one with an undo of its own, when it
-    pushed its step: in such a mode Blender's step is that mode's, which takes back the edited data only, not the
-    rest of what the call changed (`OWN_UNDO`)."""
+    __slots__ = ("number", "tool", "title", "at", "summary", "made_in")
+
+    def __init__(
+        self, number: int, tool: str, title: str, at: float, summary: Summary, made_in: str = "OBJECT"
+    ) -> None:
+        self.number = number
+        self.tool = tool
+        self.title = title
+        self.at = at
+        self.summary = summary
+        self.made_in = made_in
+        """Blender's mode (`bpy.context.mode`) when the call began or, if it was not one with an undo of its own,
+        when it pushed its step: in such a mode Blender's step is that mode's, which takes back the edited data
+        only, not the rest of what the call changed (`OWN_UNDO`)."""
 
     def brief(self) -> dict[str, object]:
         return {

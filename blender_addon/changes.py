@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import array
 import contextlib
-import dataclasses
 import json
 import operator
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import bpy
@@ -87,20 +85,28 @@ PLACE = 5
 """The first PLACE items of a Pose say where the object is; the rest what it is made of."""
 
 
-@dataclass
 class Objects:
     """The objects at one moment, read in C: names and hidden flags by session uid (unique while Blender runs), and
     the pose of each object the depsgraph does not evaluate (hidden in the viewport, in a hidden or excluded
     collection, in no scene of the view layer, and needed by no object that is evaluated): Blender names no update of
     theirs, so only a comparison tells that one moved."""
 
-    by_uid: dict[int, tuple[str, bool, bool]]
-    unseen: dict[int, tuple[Any, Pose]] = field(default_factory=dict)
-    unseen_in_layer: int = 0
-    """How many of `unseen` are in the view layer's objects (those Blender evaluates are the rest)."""
-    unseen_uses: frozenset[str] = frozenset()
-    """The kinds (`id_type`) of what `unseen` objects are made of: their data, and LOOKS when one has a material or
-    is a light."""
+    __slots__ = ("by_uid", "unseen", "unseen_in_layer", "unseen_uses")
+
+    def __init__(
+        self,
+        by_uid: dict[int, tuple[str, bool, bool]],
+        unseen: dict[int, tuple[Any, Pose]] | None = None,
+        unseen_in_layer: int = 0,
+        unseen_uses: frozenset[str] = frozenset(),
+    ) -> None:
+        self.by_uid = by_uid
+        self.unseen = unseen if unseen is not None else {}
+        self.unseen_in_layer = unseen_in_layer
+        """How many of `unseen` are in the view layer's objects (those Blender evaluates are the rest)."""
+        self.unseen_uses = unseen_uses
+        """The kinds (`id_type`) of what `unseen` objects are made of: their data, and LOOKS when one has a
+        material or is a light."""
 
     @classmethod
     def read(cls) -> Objects:
@@ -161,18 +167,25 @@ def _uids(datablocks: Any) -> bytes:
     return uids.tobytes()
 
 
-@dataclass
 class Members:
     """Each collection at one moment: its members (objects and child collections by session uid, in link order) and
     its settings (hidden, unselectable, instance offset, and in the active view layer excluded or hidden), the scenes'
     own top collections included. Blender re-evaluates every collection when anything in the view layer is added,
     removed or hidden, so only a comparison says which collections changed."""
 
-    by_uid: dict[int, tuple[str, bytes, bytes, tuple[Any, ...]]]
-    tops: frozenset[int] = frozenset()
-    """The scenes' top collections: named after their scene, so a scene's rename is no rename of theirs."""
-    layers: LayerTree = field(default_factory=lambda: (None, {}))
-    """`_layer_tree()` as read with them: the layer collections' flags change with the scene alone."""
+    __slots__ = ("by_uid", "tops", "layers")
+
+    def __init__(
+        self,
+        by_uid: dict[int, tuple[str, bytes, bytes, tuple[Any, ...]]],
+        tops: frozenset[int] = frozenset(),
+        layers: LayerTree | None = None,
+    ) -> None:
+        self.by_uid = by_uid
+        self.tops = tops
+        """The scenes' top collections: named after their scene, so a scene's rename is no rename of theirs."""
+        self.layers: LayerTree = layers if layers is not None else (None, {})
+        """`_layer_tree()` as read with them: the layer collections' flags change with the scene alone."""
 
     @classmethod
     def read(cls) -> Members:
@@ -323,17 +336,21 @@ def _shown(value: Any) -> Any:
     return value[1] if isinstance(value, tuple) else value
 
 
-@dataclass(frozen=True)
 class Moment:
     """What is cheap to read at any time and worth telling when it moves."""
 
-    revision: int
-    frame: int
-    mode: str
-    active: str | None
-    file: str
-    settings: tuple[Any, ...] = ()
-    """`scene_settings()`."""
+    __slots__ = ("revision", "frame", "mode", "active", "file", "settings")
+
+    def __init__(
+        self, revision: int, frame: int, mode: str, active: str | None, file: str, settings: tuple[Any, ...] = ()
+    ) -> None:
+        self.revision = revision
+        self.frame = frame
+        self.mode = mode
+        self.active = active
+        self.file = file
+        self.settings = settings
+        """`scene_settings()`."""
 
     @classmethod
     def now(cls, settings: tuple[Any, ...] | None = None) -> Moment:
@@ -349,6 +366,10 @@ class Moment:
             settings=scene_settings() if settings is None else settings,
         )
 
+    def but(self, **read_anew: Any) -> Moment:
+        """The same moment with the fields in `read_anew` (name: value) read anew."""
+        return Moment(**{**{name: getattr(self, name) for name in Moment.__slots__}, **read_anew})
+
     def settings_moved(self, now: tuple[Any, ...]) -> dict[str, dict[str, Any]]:
         """Each of SCENE_SETTINGS that differs in `now`: from, to (nothing when either has no scene)."""
         if not (self.settings and now):
@@ -357,22 +378,24 @@ class Moment:
         return {path: {"from": _shown(was), "to": _shown(value)} for path, was, value in pairs if not _same(was, value)}
 
 
-@dataclass
 class Touched:
     """What the depsgraph named during one span (a job, or the user's edits between jobs)."""
 
-    objects: dict[int, tuple[Any, set[str]]] = field(default_factory=dict)
-    """Session uid: the object, and how it changed (transform, data, shading, touched)."""
-    others: dict[str, set[str]] = field(default_factory=dict)
-    """Other datablocks updated, by kind: their names."""
-    kinds: set[str] = field(default_factory=set)
-    """Kinds (`id_type`) tagged or updated."""
-    structure: bool = False
-    """A collection or the scene was re-evaluated: membership or visibility may have moved."""
-    scene: bool = False
-    """The scene itself was updated (selection, active object, view layer)."""
-    files: list[dict[str, str]] = field(default_factory=list)
-    """Files saved, opened or reverted, in order."""
+    __slots__ = ("objects", "others", "kinds", "structure", "scene", "files")
+
+    def __init__(self) -> None:
+        self.objects: dict[int, tuple[Any, set[str]]] = {}
+        """Session uid: the object, and how it changed (transform, data, shading, touched)."""
+        self.others: dict[str, set[str]] = {}
+        """Other datablocks updated, by kind: their names."""
+        self.kinds: set[str] = set()
+        """Kinds (`id_type`) tagged or updated."""
+        self.structure = False
+        """A collection or the scene was re-evaluated: membership or visibility may have moved."""
+        self.scene = False
+        """The scene itself was updated (selection, active object, view layer)."""
+        self.files: list[dict[str, str]] = []
+        """Files saved, opened or reverted, in order."""
 
     def take(self, depsgraph: Any) -> None:
         """Fold one evaluation's updates in (from `depsgraph_update_post`, before Blender clears its tags)."""
@@ -592,7 +615,7 @@ class Scene:
             self._read_afresh()
         except Exception:  # the next span fails the same way and says so again: each such call stays a step
             self._span = Touched()
-            self._moment = dataclasses.replace(self._moment, revision=scene_index.revision())
+            self._moment = self._moment.but(revision=scene_index.revision())
         summary = Summary(
             revision={"before": before, "after": self._moment.revision},
             unreadable=f"{type(exc).__name__}: {exc}",
@@ -626,7 +649,7 @@ class Scene:
         if key != self._layer_hidden[0]:
             self._layer_hidden = _hidden_in_layer()
             self._selected = _selected()
-            self._moment = dataclasses.replace(self._moment, active=Moment.now(self._moment.settings).active)
+            self._moment = self._moment.but(active=Moment.now(self._moment.settings).active)
 
     def _take_span(self) -> Touched:
         span, self._span = self._span, Touched()
@@ -898,13 +921,15 @@ def _frame() -> int:
     return scene.frame_current if scene is not None else 0
 
 
-@dataclass(frozen=True)
 class Entry:
     """One closed span in the journal: whose (`agent:<tool>` or `user`), when, what changed."""
 
-    author: str
-    at: float
-    summary: Summary
+    __slots__ = ("author", "at", "summary")
+
+    def __init__(self, author: str, at: float, summary: Summary) -> None:
+        self.author = author
+        self.at = at
+        self.summary = summary
 
 
 LISTS = (

@@ -15,7 +15,6 @@ import re
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, get_type_hints
 
@@ -42,17 +41,23 @@ UNTOUCHED = ".untouched.json"
 """Beside such a copy while nobody saved to it: its stamp as written and the Blender that made it."""
 
 
-@dataclass(frozen=True)
 class Checkpoint:
     """One checkpoint as its note in the folder says: what `list_checkpoints` shows and a restore loads."""
 
-    name: str
-    saved_at: float
-    size: int
-    revision: int
-    file: str
-    """The user's file the scene belonged to when saved ("" for an unsaved session)."""
-    rescue: bool
+    __slots__ = ("name", "saved_at", "size", "revision", "file", "rescue")
+
+    def __init__(self, name: str, saved_at: float, size: int, revision: int, file: str, rescue: bool) -> None:
+        self.name = name
+        self.saved_at = saved_at
+        self.size = size
+        self.revision = revision
+        self.file = file
+        """The user's file the scene belonged to when saved ("" for an unsaved session)."""
+        self.rescue = rescue
+
+    def note(self) -> dict[str, Any]:
+        """The note written beside it: every field, as `_NOTE` reads them back."""
+        return {name: getattr(self, name) for name in Checkpoint.__slots__}
 
     def listed(self) -> dict[str, Any]:
         return {
@@ -65,7 +70,7 @@ class Checkpoint:
         }
 
 
-_NOTE = get_type_hints(Checkpoint)
+_NOTE = {name: kind for name, kind in get_type_hints(Checkpoint.__init__).items() if name != "return"}
 """Each field of a checkpoint's note and its type: a note of other fields or types is no checkpoint."""
 
 
@@ -96,7 +101,7 @@ class Checkpoints:
                 blend_header.set_original_path(partial, user_file)
             os.replace(partial, final)
             record = Checkpoint(name, time.time(), final.stat().st_size, revision, user_file, rescue)
-            _write_json(folder / f"{name}.json", record.__dict__)
+            _write_json(folder / f"{name}.json", record.note())
         except (RuntimeError, OSError, blend_header.UnknownLayout) as exc:
             with contextlib.suppress(OSError):
                 partial.unlink()

@@ -19,18 +19,19 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-@dataclass(frozen=True)
 class Mark:
     """Where a job began: when, and which children its thread already had."""
 
-    at: float
-    children: frozenset[int]
+    __slots__ = ("at", "children")
+
+    def __init__(self, at: float, children: frozenset[int]) -> None:
+        self.at = at
+        self.children = children
 
 
 NO_JOB = Mark(float("inf"), frozenset())

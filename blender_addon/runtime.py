@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import enum
-from dataclasses import dataclass
 
 import bpy
 
@@ -35,12 +34,14 @@ class Command(enum.Enum):
     RESTART = "restart"
 
 
-@dataclass(frozen=True)
 class Pending:
     """A command asked from inside a job, carried out after it."""
 
-    command: Command
-    config: BridgeConfig | None = None
+    __slots__ = ("command", "config")
+
+    def __init__(self, command: Command, config: BridgeConfig | None = None) -> None:
+        self.command = command
+        self.config = config
 
 
 class Runtime:

@@ -11,17 +11,18 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
 
 
-@dataclass(frozen=True)
 class Said:
     """The latest word of a job: how far it is (0..1, None when it cannot tell) and what it is doing."""
 
-    fraction: float | None
-    message: str | None
-    revision: int
-    """Counts the reports, so a reader can tell a new word from one it has already sent."""
+    __slots__ = ("fraction", "message", "revision")
+
+    def __init__(self, fraction: float | None, message: str | None, revision: int) -> None:
+        self.fraction = fraction
+        self.message = message
+        self.revision = revision
+        """Counts the reports, so a reader can tell a new word from one it has already sent."""
 
 
 class Progress:
@@ -59,7 +60,6 @@ def _nothing(now: float) -> None:
     pass
 
 
-@dataclass(frozen=True)
 class Caller:
     """Whom a job runs for, as the job's watcher sees them.
 
@@ -69,9 +69,17 @@ class Caller:
     job records how far it is, when the client asked to hear it.
     """
 
-    wanted: Callable[[], bool] = _always
-    tend: Callable[[float], None] = _nothing
-    progress: Progress | None = None
+    __slots__ = ("wanted", "tend", "progress")
+
+    def __init__(
+        self,
+        wanted: Callable[[], bool] = _always,
+        tend: Callable[[float], None] = _nothing,
+        progress: Progress | None = None,
+    ) -> None:
+        self.wanted = wanted
+        self.tend = tend
+        self.progress = progress
 
 
 ANYONE = Caller()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import enum
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 Address = tuple[str, int]
@@ -51,19 +50,28 @@ class OurState(enum.Enum):
     """What is left to send is the last: the connection closes after it."""
 
 
-@dataclass(frozen=True)
 class Peer:
-    """The client, as a value: its addresses, and what a running request's watcher may ask of its connection."""
+    """The client: its addresses, and what a running request's watcher may ask of its connection."""
 
-    local: Address
-    remote: Address
-    ended: Callable[[], bool] = field(default=lambda: False, compare=False, repr=False)
-    """Its sending side ended: its close (or a reset) waits unread. A read cannot tell a client that shut its
-    sending side (it still wants the answer) from one that closed."""
-    connected: Callable[[], bool] = field(default=lambda: True, compare=False, repr=False)
-    """No write to it failed: False once a reset came back (a client that closed, met by a write)."""
-    send: Callable[[bytes], int] = field(default=lambda data: len(data), compare=False, repr=False)
-    """Sends what the socket takes now, never waiting (an answer streamed while its request runs)."""
+    __slots__ = ("local", "remote", "ended", "connected", "send")
+
+    def __init__(
+        self,
+        local: Address,
+        remote: Address,
+        ended: Callable[[], bool] = lambda: False,
+        connected: Callable[[], bool] = lambda: True,
+        send: Callable[[bytes], int] = len,
+    ) -> None:
+        self.local = local
+        self.remote = remote
+        self.ended = ended
+        """Its sending side ended: its close (or a reset) waits unread. A read cannot tell a client that shut its
+        sending side (it still wants the answer) from one that closed."""
+        self.connected = connected
+        """No write to it failed: False once a reset came back (a client that closed, met by a write)."""
+        self.send = send
+        """Sends what the socket takes now, never waiting (an answer streamed while its request runs)."""
 
     @property
     def port(self) -> int:
@@ -134,17 +142,21 @@ class Watch:
             self._probe = self._probe[self._peer.send(self._probe) :]
 
 
-@dataclass(frozen=True)
 class Output:
     """What the driver does next: send `data`, then run `run` (and give its result to `answered`), or close."""
 
-    data: bytes = b""
-    run: Callable[[], Any] | None = None
-    """One request's work; never set together with `close` (the answer decides that)."""
-    close: bool = False
-    lasting: bool = False
-    """`run` lasts as long as its client listens (an event stream of updates): a driver that runs requests in
-    place runs this one on a thread of its own."""
+    __slots__ = ("data", "run", "close", "lasting")
+
+    def __init__(
+        self, data: bytes = b"", run: Callable[[], Any] | None = None, close: bool = False, lasting: bool = False
+    ) -> None:
+        self.data = data
+        self.run = run
+        """One request's work; never set together with `close` (the answer decides that)."""
+        self.close = close
+        self.lasting = lasting
+        """`run` lasts as long as its client listens (an event stream of updates): a driver that runs requests in
+        place runs this one on a thread of its own."""
 
 
 QUIET = Output()

@@ -14,7 +14,6 @@ import logging
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
@@ -50,18 +49,27 @@ class LabExecutor(Protocol):
         ...
 
 
-@dataclass(frozen=True)
 class LabSettings:
     """How the Blender Lab listener admits and bounds a request: its wire carries no credentials of its own."""
 
-    max_request_bytes: int = 10 * 1024 * 1024
-    request_timeout: float = 10.0
-    token: Token | None = None
-    """When set ("require token"), requests must open with a matching `token` field."""
-    identify: Callable[[Peer], bool | None] | None = None
-    """Whether the peer runs as this OS user (None: cannot be told); None admits everyone (tests)."""
-    mcp_endpoint: str = ""
-    """Named in the answer to HTTP clients that knocked on the wrong port."""
+    __slots__ = ("max_request_bytes", "request_timeout", "token", "identify", "mcp_endpoint")
+
+    def __init__(
+        self,
+        max_request_bytes: int = 10 * 1024 * 1024,
+        request_timeout: float = 10.0,
+        token: Token | None = None,
+        identify: Callable[[Peer], bool | None] | None = None,
+        mcp_endpoint: str = "",
+    ) -> None:
+        self.max_request_bytes = max_request_bytes
+        self.request_timeout = request_timeout
+        self.token = token
+        """When set ("require token"), requests must open with a matching `token` field."""
+        self.identify = identify
+        """Whether the peer runs as this OS user (None: cannot be told); None admits everyone (tests)."""
+        self.mcp_endpoint = mcp_endpoint
+        """Named in the answer to HTTP clients that knocked on the wrong port."""
 
 
 class _Answer(Exception):

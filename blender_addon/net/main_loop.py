@@ -240,6 +240,10 @@ class MainLoop:
         except OSError:  # the client already left
             conn.close()
             return
+        except Exception as exc:  # the listener's side could not be made (the MCP side's first load): this one only
+            conversation_failed(exc)
+            conn.close()
+            return
         try:
             victim = self._admission.admit(conn, conversation, has_unread)
         except Full:

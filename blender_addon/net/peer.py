@@ -28,22 +28,9 @@ import socket
 import struct
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .conversation import Address, Peer
-
-
-@dataclass(frozen=True)
-class PeerHost:
-    """The host facts the peer check asks (platform, kernel tables, uids): injectable, so every branch is tested."""
-
-    platform: str = sys.platform
-    proc_net: Path = Path("/proc/net")
-    sock_diag: Callable[[Address, Address], int | None] | None = field(default_factory=lambda: _sock_diag_uid)
-    my_uid: Callable[[], int] = field(default_factory=lambda: getattr(os, "getuid", lambda: -1))
-    windows_peer_pid: Callable[[Address, Address], int | None] = field(default_factory=lambda: _windows_peer_pid)
-    windows_user_of: Callable[[int], str | None] = field(default_factory=lambda: _windows_user_of)
 
 
 def same_user(peer: Peer, host: PeerHost | None = None) -> bool | None:
@@ -233,3 +220,29 @@ def _windows_user_of(pid: int) -> str | None:  # pragma: no cover - Windows only
             kernel32.CloseHandle(token)
     finally:
         kernel32.CloseHandle(process)
+
+
+def _my_uid() -> int:
+    return os.getuid() if hasattr(os, "getuid") else -1
+
+
+class PeerHost:
+    """The host facts the peer check asks (platform, kernel tables, uids): injectable, so every branch is tested."""
+
+    __slots__ = ("platform", "proc_net", "sock_diag", "my_uid", "windows_peer_pid", "windows_user_of")
+
+    def __init__(
+        self,
+        platform: str = sys.platform,
+        proc_net: Path = Path("/proc/net"),
+        sock_diag: Callable[[Address, Address], int | None] | None = _sock_diag_uid,
+        my_uid: Callable[[], int] = _my_uid,
+        windows_peer_pid: Callable[[Address, Address], int | None] = _windows_peer_pid,
+        windows_user_of: Callable[[int], str | None] = _windows_user_of,
+    ) -> None:
+        self.platform = platform
+        self.proc_net = proc_net
+        self.sock_diag = sock_diag
+        self.my_uid = my_uid
+        self.windows_peer_pid = windows_peer_pid
+        self.windows_user_of = windows_user_of

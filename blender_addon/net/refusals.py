@@ -18,7 +18,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ..log import REFUSAL_MARK, one_line
 
@@ -31,14 +30,16 @@ MAX_KINDS = 64
 OTHER = "other lines a client can cause"
 
 
-@dataclass
 class _Kind:
     """One kind of refusal's window: lines written in it, and those held back."""
 
-    start: float
-    window: float
-    written: int = 0
-    suppressed: int = 0
+    __slots__ = ("start", "window", "written", "suppressed")
+
+    def __init__(self, start: float, window: float) -> None:
+        self.start = start
+        self.window = window
+        self.written = 0
+        self.suppressed = 0
 
 
 class RefusalLog:

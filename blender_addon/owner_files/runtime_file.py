@@ -18,7 +18,6 @@ import stat
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,15 +40,17 @@ def expand_declared_path(declared: str = DECLARED_PATH) -> Path:
     return Path(os.path.expanduser(os.path.expandvars(declared)))
 
 
-@dataclass(frozen=True)
 class Publication:
     """What publishing found and did."""
 
-    path: Path
-    replaced_pid: int | None = None
-    """A pid named by the previous file, if any."""
-    replaced_live: bool = False
-    """True when that pid was a live process: another bridge was taken over (newest wins)."""
+    __slots__ = ("path", "replaced_pid", "replaced_live")
+
+    def __init__(self, path: Path, replaced_pid: int | None = None, replaced_live: bool = False) -> None:
+        self.path = path
+        self.replaced_pid = replaced_pid
+        """A pid named by the previous file, if any."""
+        self.replaced_live = replaced_live
+        """True when that pid was a live process: another bridge was taken over (newest wins)."""
 
 
 def publish(path: Path, *, url: str, token: str, pid: int, extra: dict[str, Any] | None = None) -> Publication:

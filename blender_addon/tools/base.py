@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -75,12 +74,14 @@ READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": T
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
 
 
-@dataclass(frozen=True)
 class Image:
     """A PNG a tool produced (screenshots), with JSON facts about it."""
 
-    png: bytes
-    details: dict[str, Any]
+    __slots__ = ("png", "details")
+
+    def __init__(self, png: bytes, details: dict[str, Any]) -> None:
+        self.png = png
+        self.details = details
 
     def base64(self) -> str:
         return base64.b64encode(self.png).decode("ascii")
@@ -100,25 +101,52 @@ def _told(picture: Image | str) -> Any:
     return picture.details if isinstance(picture, Image) else picture
 
 
-@dataclass(frozen=True)
 class Tool:
     """One tool of the catalogue: what MCP lists of it, and the function a call runs as a job."""
 
-    name: str
-    title: str
-    description: str
-    run: Callable[[dict[str, Any], JobContext], Any]
-    """Runs on Blender's main thread with validated arguments, as a job: JSON-able data, an Image or a Deferred."""
-    input_schema: dict[str, Any] = field(default_factory=lambda: dict(NO_ARGUMENTS))
-    output_schema: dict[str, Any] | None = None
-    annotations: dict[str, Any] = field(default_factory=lambda: dict(READ_ONLY))
-    runs_code: bool = False
-    """Executes agent-written Python: refused while the preference switches code execution off."""
-    time_limit: float | None = None
-    """Seconds one call may run, for a tool whose work is longer than the bridge's job timeout (a frame range)."""
-    records_step: bool = True
-    """A mutating call that changed the scene is one step of the agent's history; not the tools that move the
-    history itself (undo, redo, restoring a checkpoint)."""
+    __slots__ = (
+        "name",
+        "title",
+        "description",
+        "run",
+        "input_schema",
+        "output_schema",
+        "annotations",
+        "runs_code",
+        "time_limit",
+        "records_step",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        title: str,
+        description: str,
+        run: Callable[[dict[str, Any], JobContext], Any],
+        input_schema: dict[str, Any] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        annotations: dict[str, Any] | None = None,
+        runs_code: bool = False,
+        time_limit: float | None = None,
+        records_step: bool = True,
+    ) -> None:
+        self.name = name
+        self.title = title
+        self.description = description
+        self.run = run
+        """Runs on Blender's main thread with validated arguments, as a job: JSON-able data, an Image or a
+        Deferred."""
+        self.input_schema = input_schema if input_schema is not None else dict(NO_ARGUMENTS)
+        self.output_schema = output_schema
+        self.annotations = annotations if annotations is not None else dict(READ_ONLY)
+        self.runs_code = runs_code
+        """Executes agent-written Python: refused while the preference switches code execution off."""
+        self.time_limit = time_limit
+        """Seconds one call may run, for a tool whose work is longer than the bridge's job timeout (a frame
+        range)."""
+        self.records_step = records_step
+        """A mutating call that changed the scene is one step of the agent's history; not the tools that move the
+        history itself (undo, redo, restoring a checkpoint)."""
 
     @property
     def mutating(self) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -43,18 +42,42 @@ Report = Callable[[float | None, str | None], None]
 """Record how far the job is (a fraction from 0 to 1, a message); checked even when nobody listens."""
 
 
-@dataclass(frozen=True)
 class JobContext:
     """What a tool may use while it runs: the job's reporting and interrupts, and the bridge's scene records. Tools
     get everything here, never from the network side."""
 
-    report: Report
-    interrupts: Interrupts
-    start_background: Callable[[Callable[[], bool]], None]
-    """Runs a step on Blender's main thread between later jobs, again while it returns True."""
-    tasks: FrameTasks
-    changes: Scene
-    """What changed in the scene, job by job, the user's edits between them included."""
-    history: AgentHistory
-    """The agent's own steps in Blender's undo history."""
-    checkpoints: Checkpoints
+    __slots__ = ("report", "interrupts", "start_background", "tasks", "changes", "history", "checkpoints")
+
+    def __init__(
+        self,
+        *,
+        report: Report,
+        interrupts: Interrupts,
+        start_background: Callable[[Callable[[], bool]], None],
+        tasks: FrameTasks,
+        changes: Scene,
+        history: AgentHistory,
+        checkpoints: Checkpoints,
+    ) -> None:
+        self.report = report
+        self.interrupts = interrupts
+        self.start_background = start_background
+        """Runs a step on Blender's main thread between later jobs, again while it returns True."""
+        self.tasks = tasks
+        self.changes = changes
+        """What changed in the scene, job by job, the user's edits between them included."""
+        self.history = history
+        """The agent's own steps in Blender's undo history."""
+        self.checkpoints = checkpoints
+
+    def reporting_to(self, report: Report) -> JobContext:
+        """The same job, its reports going to `report`."""
+        return JobContext(
+            report=report,
+            interrupts=self.interrupts,
+            start_background=self.start_background,
+            tasks=self.tasks,
+            changes=self.changes,
+            history=self.history,
+            checkpoints=self.checkpoints,
+        )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import os
 import time
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -63,7 +62,7 @@ class FrameTasks:
                 state="too_many_tasks",
             )
         scene = bpy.context.scene
-        task = FramesTask(FrameRange(arguments, scene), scene, replace(job, report=_unheard))
+        task = FramesTask(FrameRange(arguments, scene), scene, job.reporting_to(_unheard))
         self.forget_old()
         try:
             job.start_background(task.step)

@@ -14,7 +14,6 @@ import json
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import CodeType
 from typing import Any, TextIO
 
@@ -40,12 +39,14 @@ PYTHON_ENGINE_OPERATORS = frozenset({("render", "render"), ("object", "bake")})
 Envelope = dict[str, Any]
 
 
-@dataclass(frozen=True)
 class Deferred:
     """The code left a `check_is_finished` callable: the answer comes from polling it."""
 
-    poll: Callable[[], Envelope | None]
-    """Main thread only: None while pending, else the final envelope."""
+    __slots__ = ("poll",)
+
+    def __init__(self, poll: Callable[[], Envelope | None]) -> None:
+        self.poll = poll
+        """Main thread only: None while pending, else the final envelope."""
 
 
 def execute(code: str, job: JobContext, *, strict_json: bool, preload_bpy: bool = False) -> Envelope | Deferred:

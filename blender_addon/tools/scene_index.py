@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import bpy
@@ -63,26 +62,30 @@ def uninstall() -> None:
     _named.clear()
 
 
-@dataclass(frozen=True)
 class Branch:
     """One collection in the depth-first order pages follow: its objects hold offsets [start, start+count)."""
 
-    layer_collection: Any
-    depth: int
-    start: int
-    count: int
-    end: int
-    """Where this collection's subtree ends (its own objects, then every child's)."""
+    __slots__ = ("layer_collection", "depth", "start", "count", "end")
+
+    def __init__(self, layer_collection: Any, depth: int, start: int, count: int, end: int) -> None:
+        self.layer_collection = layer_collection
+        self.depth = depth
+        self.start = start
+        self.count = count
+        self.end = end
+        """Where this collection's subtree ends (its own objects, then every child's)."""
 
 
-@dataclass(frozen=True)
 class Index:
     """The view layer's tree of collections and counts at one revision, kept while the scene is unchanged."""
 
-    revision: int
-    branches: tuple[Branch, ...]
-    total: int
-    by_type: dict[str, int]
+    __slots__ = ("revision", "branches", "total", "by_type")
+
+    def __init__(self, revision: int, branches: tuple[Branch, ...], total: int, by_type: dict[str, int]) -> None:
+        self.revision = revision
+        self.branches = branches
+        self.total = total
+        self.by_type = by_type
 
 
 def current(view_layer: Any) -> Index:

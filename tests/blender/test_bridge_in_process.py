@@ -54,19 +54,18 @@ def test_invalid_arguments_are_an_is_error_result(service: ModuleType, tmp_path:
 def test_a_tool_that_raises_or_returns_non_json_is_reported_and_the_bridge_keeps_serving(
     service: ModuleType, factory_scene: None, tmp_path: Path, monkeypatch, runtime: Any
 ) -> None:
-    from dataclasses import replace
-
     catalogue = importlib.import_module(service.__name__.rsplit(".", 1)[0] + ".tools.catalogue").CATALOGUE
-    original = catalogue["get_objects_summary"]
+    tool = catalogue["get_objects_summary"]
+    run = tool.run
     bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
 
     def calls() -> list[dict]:
         results = []
-        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a, job: 1 / 0))
+        monkeypatch.setattr(tool, "run", lambda a, job: 1 / 0)
         results.append(_call(bridge, "get_objects_summary"))
-        monkeypatch.setitem(catalogue, "get_objects_summary", replace(original, run=lambda a, job: {"obj": bpy.data}))
+        monkeypatch.setattr(tool, "run", lambda a, job: {"obj": bpy.data})
         results.append(_call(bridge, "get_objects_summary"))
-        monkeypatch.setitem(catalogue, "get_objects_summary", original)
+        monkeypatch.setattr(tool, "run", run)
         results.append(_call(bridge, "get_objects_summary"))
         return results
 

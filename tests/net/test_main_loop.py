@@ -106,6 +106,34 @@ def test_a_conversation_that_raises_is_logged_once_closed_and_the_driver_serves_
     assert "Traceback" not in capfd.readouterr().err.replace(caplog.text, "")  # not also printed by a thread hook
 
 
+def test_a_conversation_that_cannot_be_made_closes_that_connection_and_the_driver_serves_on(
+    driver: str, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The MCP side loads with its listener's first client (`service.Bridge`): a load that fails closes that
+    connection only, says so once, and the next client is served."""
+    made: list[Peer] = []
+
+    def conversation(peer: Peer) -> _Exploding:
+        made.append(peer)
+        if len(made) == 1:
+            raise ImportError("the MCP side could not be loaded")
+        return _Exploding(peer)
+
+    served = Served(driver, conversation)
+    try:
+        try:
+            first = _ask(served.address[1], b"hello")
+        except ConnectionResetError:
+            first = b""
+        assert first == b""
+        assert _ask(served.address[1], b"hello") == b"ok:hello"
+    finally:
+        served.stop()
+    [record] = [record for record in caplog.records if record.exc_info]
+    assert "the bridge goes on serving" in record.getMessage() and "could not be loaded" in caplog.text
+    assert "Traceback" not in capfd.readouterr().err.replace(caplog.text, "")
+
+
 class _FailingAccepts:
     """The listening socket, whose first accepts fail as they do when the process is out of descriptors."""
 
