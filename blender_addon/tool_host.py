@@ -29,7 +29,7 @@ from .net.mcp import ToolOutcome, dumps
 from .tools.base import Image, Pictured, Tool
 from .tools.catalogue import CATALOGUE
 from .tools.context import JobContext
-from .tools.frame_tasks import TASK_ID
+from .tools.frame_task_tools import TASK_ID
 from .tools.python_exec import Deferred
 from .tools.schema import validate
 

@@ -16,7 +16,6 @@ import json
 import os
 import stat
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -110,9 +109,15 @@ def _forget_dead_instances(folder: Path) -> None:
                 os.unlink(candidate)
 
 
+_NEW_TEMP = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+"""A temporary file made new and owner-only, never through a link: what `tempfile.mkstemp` opens, without loading
+`tempfile` and `random` at every Blender start (1.5 ms)."""
+
+
 def _write(path: Path, record: dict[str, Any], *, over: bool = True) -> None:
     """Atomic and owner-only; with `over=False`, raises FileExistsError rather than replace a file."""
-    fd, temp_name = tempfile.mkstemp(prefix=".server-", suffix=".json.tmp", dir=path.parent)  # created 0600
+    temp_name = str(path.parent / f".server-{os.urandom(8).hex()}.json.tmp")
+    fd = os.open(temp_name, _NEW_TEMP, 0o600)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(record, handle, indent=2)

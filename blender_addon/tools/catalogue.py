@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import Tool
 from .blendfile import BLENDFILE_TOOLS
 from .code import EXECUTE_BLENDER_CODE
-from .frame_tasks import FRAME_TASK_TOOLS
+from .frame_task_tools import FRAME_TASK_TOOLS
 from .frames import RENDER_FRAMES
 from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
 from .montage import VIEW_MONTAGE

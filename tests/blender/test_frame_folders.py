@@ -34,10 +34,11 @@ NOBODY = 65534
 
 
 class Tasks:
-    """frame_tasks with a real dispatcher whose steps this test runs one at a time."""
+    """The frame task tools with a real dispatcher whose steps this test runs one at a time."""
 
     def __init__(self) -> None:
-        self.module = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+        self.module = importlib.import_module(f"{ADDON_MODULE}.tools.frame_task_tools")
+        self.table = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
         self.dispatcher = importlib.import_module(f"{ADDON_MODULE}.dispatch").QueuedDispatcher()
         self.job = a_job(self.dispatcher)
 
@@ -207,7 +208,7 @@ def test_a_folder_others_may_write_to_is_refused_before_anything_renders(
 
 
 def test_at_the_cap_a_start_is_refused_naming_it_until_a_task_ends(tasks: Tasks, base: Path) -> None:
-    cap = tasks.module.MAX_WORKING
+    cap = tasks.table.MAX_WORKING
     out = folder(base / "out", 0o755)
     working = [tasks.start(out, 1, 1) for _ in range(cap)]
     errors = importlib.import_module(f"{ADDON_MODULE}.errors")

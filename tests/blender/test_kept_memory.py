@@ -38,7 +38,7 @@ def _finished(tasks: Tasks, folder: Path) -> str:
 def _known(tasks: Tasks, task_id: str) -> bool:
     try:
         tasks.job.tasks.task(task_id)
-    except tasks.module.ToolError:
+    except tasks.table.ToolError:
         return False
     return True
 
@@ -47,7 +47,7 @@ def test_beyond_the_kept_count_the_oldest_finished_tasks_are_forgotten_and_worki
     tasks: Tasks, tmp_path: Path
 ) -> None:
     working = tasks.start(tmp_path, 1, 1)
-    kept = tasks.module.KEPT
+    kept = tasks.table.KEPT
     finished = [_finished(tasks, tmp_path) for _ in range(kept + 2)]
     tasks.job.tasks.forget_old()
     assert [_known(tasks, task_id) for task_id in finished] == [False] * 2 + [True] * kept
@@ -60,7 +60,7 @@ def test_a_finished_task_is_forgotten_once_its_time_to_live_has_passed_and_a_wor
     working = tasks.start(tmp_path, 1, 1)
     finished = _finished(tasks, tmp_path)
     ended = tasks.job.tasks.task(finished).updated
-    ttl = tasks.module.TTL
+    ttl = tasks.table.TTL
     tasks.job.tasks.forget_old(ended + ttl)
     assert _known(tasks, finished)
     tasks.job.tasks.forget_old(ended + ttl + 1)
@@ -71,9 +71,9 @@ def test_a_task_past_its_time_to_live_is_no_longer_listed_nor_cancelled_as_finis
     tasks: Tasks, tmp_path: Path
 ) -> None:
     finished = _finished(tasks, tmp_path)
-    tasks.job.tasks.task(finished).updated -= tasks.module.TTL + 1
+    tasks.job.tasks.task(finished).updated -= tasks.table.TTL + 1
     assert finished not in tasks.job.tasks.ids()  # what resources/list offers: a read would not find it
-    with pytest.raises(tasks.module.ToolError) as refused:
+    with pytest.raises(tasks.table.ToolError) as refused:
         tasks.module.cancel({"task_id": finished}, tasks.job)
     assert refused.value.state != "task_finished"  # gone, as a read says, not "already finished"
 
