@@ -2,7 +2,7 @@
 
 Built at the MCP listener's first connection (`service.Bridge`), not at the start: the runtime file and the Lab
 listener need none of it, and the start of every Blender that loads the add-on pays nothing for it (about
-15 ms of imports, docs/performance.md). Once up, it hears of every change the bridge records (`Watcher`) and
+13 ms of imports, docs/performance.md). Once up, it hears of every change the bridge records (`Watcher`) and
 tells the streams that listen.
 """
 
