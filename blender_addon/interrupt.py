@@ -42,7 +42,7 @@ import signal
 import sys
 import sysconfig
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from types import CodeType, FrameType
 from typing import Any, Protocol
 
@@ -107,14 +107,16 @@ class SignalGuards:
 SIGNALS = SignalGuards()
 
 
-def _prefixes(folders: Iterable[str | None]) -> tuple[str, ...]:
-    return tuple({os.path.join(os.path.realpath(folder), "") for folder in folders if folder})
-
-
-def _blender_folders() -> tuple[str, ...]:
-    """Folders of code that is not the job's own, as Blender names them: the bridge, Python's prefixes, Blender's
-    scripts and extensions. Read when this module loads, on Blender's main thread (a look may come from any thread)."""
-    folders = {os.path.dirname(os.path.abspath(__file__)), sys.prefix, sys.base_prefix, sys.exec_prefix}
+def _installed_folders() -> tuple[str, ...]:
+    """Folders of code that is not the job's own: the bridge, the standard library, site-packages (bpy's too),
+    Blender's scripts. Code from anywhere else (a file name agent code chose, a user's module) is policed."""
+    folders = {
+        os.path.dirname(os.path.abspath(__file__)),
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        *(sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib")),
+    }
     bpy = sys.modules.get("bpy")  # inside Blender it is loaded before any add-on; the net/ tests run without it
     if bpy is not None:  # Blender's own scripts (Cycles' engine among them) lie beside its Python, not inside it
         folders |= {bpy.utils.system_resource("SCRIPTS"), *bpy.utils.script_paths()}
@@ -122,20 +124,10 @@ def _blender_folders() -> tuple[str, ...]:
         folders |= {bpy.utils.system_resource("EXTENSIONS"), bpy.utils.user_resource("EXTENSIONS")}
         extensions = getattr(getattr(bpy.context, "preferences", None), "extensions", None)
         folders |= {repo.directory for repo in (extensions.repos if extensions is not None else ())}
-    return _prefixes(folders)
+    return tuple(os.path.join(os.path.realpath(folder), "") for folder in folders if folder)
 
 
-_BLENDER_FOLDERS = _blender_folders()
-
-
-@functools.cache
-def _installed_folders() -> tuple[str, ...]:
-    """Folders of code that is not the job's own: Blender's, the standard library and site-packages (bpy's too).
-    Code from anywhere else (a file name agent code chose, a user's module) is policed. Python's own paths are
-    read at the first look, when a job is being stopped, not at every start (about 2 ms)."""
-    paths = sysconfig.get_paths()
-    python = _prefixes(paths.get(key) for key in ("stdlib", "platstdlib", "purelib", "platlib"))
-    return _BLENDER_FOLDERS + tuple(folder for folder in python if folder not in _BLENDER_FOLDERS)
+_INSTALLED = _installed_folders()
 
 
 @functools.lru_cache(maxsize=4096)
@@ -145,7 +137,7 @@ def installed(filename: str) -> bool:
         return False
     if filename.startswith("<frozen "):
         return True
-    return os.path.realpath(filename).startswith(_installed_folders()) if os.path.isabs(filename) else False
+    return os.path.realpath(filename).startswith(_INSTALLED) if os.path.isabs(filename) else False
 
 
 class Interrupter:

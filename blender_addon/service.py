@@ -99,6 +99,8 @@ class Bridge:
         """Held while the MCP side or the tool host is built (their first use may come from two threads)."""
         self._tool_host: ToolHost | None = None
         self._mcp: McpEndpoint | None = None
+        self._closing = False
+        """Set (under `_loading`) once `close` began: the MCP side is never built after it looked."""
         try:
             self._loop = MainLoop() if config.mode is Mode.BACKGROUND else None
         except OSError as exc:
@@ -172,6 +174,8 @@ class Bridge:
 
         tools = self.tool_host
         with self._loading:
+            if self._closing:  # an OSError: the listener closes this connection as one whose client left
+                raise ConnectionAbortedError("the bridge is stopping")
             if self._mcp is None:
                 self._mcp = McpEndpoint(
                     tools,
@@ -238,6 +242,7 @@ class Bridge:
         clean `stopped` error at once, instead of holding the listener's join (and Blender) for it.
         """
         with self._loading:
+            self._closing = True
             mcp = self._mcp
         if mcp is not None:
             mcp.close()  # each stream sends its graceful end while its connection is still open

@@ -426,3 +426,15 @@ def test_the_gui_looks_for_the_users_edits_as_often_as_a_stream_may_tell_them(se
     package = service.__name__.rsplit(".", 1)[0]
     execution = importlib.import_module(f"{package}.execution")
     assert execution.EDITS_LOOK == importlib.import_module(f"{package}.net.subscriptions").COALESCE
+
+
+def test_no_mcp_side_is_built_once_the_bridge_began_to_close(service: ModuleType, tmp_path: Path, runtime: Any) -> None:
+    """A connection the GUI's accept thread admits while the bridge stops (its first MCP client) is closed as one
+    whose client left: nothing is built that `close` would not stop, and no watcher outlives the bridge."""
+    package = service.__name__.rsplit(".", 1)[0]
+    peer = importlib.import_module(f"{package}.net.conversation").Peer(("127.0.0.1", 1), ("127.0.0.1", 2))
+    bridge = runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+    runtime.stop()
+    with pytest.raises(OSError):
+        bridge._mcp_conversation(peer)
+    assert bridge._mcp is None and bridge.execution.watcher is None
