@@ -7,6 +7,7 @@ after (`checkpoint`), the way to run steps between later jobs, and the bridge's 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol
@@ -72,12 +73,6 @@ class JobContext:
 
     def reporting_to(self, report: Report) -> JobContext:
         """The same job, its reports going to `report`."""
-        return JobContext(
-            report=report,
-            interrupts=self.interrupts,
-            start_background=self.start_background,
-            tasks=self.tasks,
-            changes=self.changes,
-            history=self.history,
-            checkpoints=self.checkpoints,
-        )
+        job = copy.copy(self)
+        job.report = report
+        return job
