@@ -1039,6 +1039,7 @@ def official_stack(checkout: Path, n: int, ready_samples: int) -> dict[str, dict
             lab_port = int(json.loads((Path(folder) / "server.json").read_text())["lab"].rsplit(":", 1)[1])
             targets = {"official": port, "ours": lab_port, "floor": echo.port}
             figures = _through_official_server(checkout, targets, n)
+            direct = _direct_lab({"official": port, "ours": lab_port}, 4 * n)
     finally:
         echo.close()
         addon.terminate()
@@ -1056,8 +1057,34 @@ def official_stack(checkout: Path, n: int, ready_samples: int) -> dict[str, dict
             "vs_official_p50": ours["p50"] / official["p50"],
             "vs_official_p95": ours["p95"] / official["p95"],
         }
+    stats["raw Lab client -> official add-on: execute_blender_code"] = direct["official"]
+    stats["raw Lab client -> our Lab listener: execute_blender_code"] = {
+        **direct["ours"],
+        "vs_official_p50": direct["ours"]["p50"] / direct["official"]["p50"],
+        "vs_official_p95": direct["ours"]["p95"] / direct["official"]["p95"],
+    }
     stats.update(ready_beside_official(checkout, ready_samples))
     return stats
+
+
+def _direct_lab(targets: dict[str, int], n: int) -> dict[str, dict[str, float]]:
+    """The same `execute` as the official server sends it, from a raw client (connect, send, read to the NUL,
+    close): each add-on's own part of a request without the server's 5 ms around it. Alternated call by call, the
+    order swapping each round."""
+    code = OFFICIAL_CALLS["execute_blender_code"]["code"]
+    request = json.dumps({"type": "execute", "code": code, "strict_json": False}).encode() + b"\0"
+    samples: dict[str, list[float]] = {name: [] for name in targets}
+    names = list(targets)
+    for i in range(n + 50):
+        for name in names[i % 2 :] + names[: i % 2]:
+            started = time.perf_counter()
+            reply = lab_exchange(targets[name], request)
+            elapsed = time.perf_counter() - started
+            if b'"ok"' not in reply:
+                raise RuntimeError(f"the raw Lab client's execute failed at {name}: {reply[:200]!r}")
+            if i >= 50:
+                samples[name].append(elapsed)
+    return {name: percentiles(times) for name, times in samples.items()}
 
 
 def _through_official_server(checkout: Path, targets: dict[str, int], n: int) -> dict[str, dict[str, dict[str, float]]]:
