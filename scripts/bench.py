@@ -1069,22 +1069,19 @@ def official_stack(checkout: Path, n: int, ready_samples: int) -> dict[str, dict
 
 def _direct_lab(targets: dict[str, int], n: int) -> dict[str, dict[str, float]]:
     """The same `execute` as the official server sends it, from a raw client (connect, send, read to the NUL,
-    close): each add-on's own part of a request without the server's 5 ms around it. Alternated call by call, the
-    order swapping each round."""
+    close): each add-on's own part of a request without the server's 5 ms around it, alternated (`paired`)."""
     code = OFFICIAL_CALLS["execute_blender_code"]["code"]
     request = json.dumps({"type": "execute", "code": code, "strict_json": False}).encode() + b"\0"
-    samples: dict[str, list[float]] = {name: [] for name in targets}
-    names = list(targets)
-    for i in range(n + 50):
-        for name in names[i % 2 :] + names[: i % 2]:
-            started = time.perf_counter()
-            reply = lab_exchange(targets[name], request)
-            elapsed = time.perf_counter() - started
-            if b'"ok"' not in reply:
+
+    def execute(name: str) -> Callable[[], None]:
+        def once() -> None:
+            if b'"ok"' not in (reply := lab_exchange(targets[name], request)):
                 raise RuntimeError(f"the raw Lab client's execute failed at {name}: {reply[:200]!r}")
-            if i >= 50:
-                samples[name].append(elapsed)
-    return {name: percentiles(times) for name, times in samples.items()}
+
+        return once
+
+    official, ours = paired(execute("official"), execute("ours"), n, warmup=50)
+    return {"official": official, "ours": ours}
 
 
 def _through_official_server(checkout: Path, targets: dict[str, int], n: int) -> dict[str, dict[str, dict[str, float]]]:
