@@ -18,6 +18,7 @@ import array
 import contextlib
 import json
 import operator
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -476,6 +477,7 @@ class Scene:
         """Told the path of each save of the open file (not a checkpoint's copy): checkpoints hear of it so."""
         self._handlers = {
             "depsgraph_update_post": self._persistent(self._evaluated),
+            "frame_change_pre": self._persistent(self._frame_changing),
             "load_pre": self._persistent(self._loading),
             "load_post": self._persistent(self._loaded),
             "save_post": self._persistent(self._saved),
@@ -520,6 +522,18 @@ class Scene:
 
     def _evaluated(self, _scene: Any, depsgraph: Any) -> None:
         self._span.take(depsgraph)
+
+    def _frame_changing(self, *_args: Any) -> None:
+        """The second witness: a frame change (`frame_set` in agent code, playback, a scrub) evaluates the tags
+        pending since the last evaluation and clears them without calling `depsgraph_update_post`, so the edits
+        made before it would be nobody's. They are evaluated first, through the path that tells. Nothing pending
+        (playback): nothing done. A render's frame change runs on its own thread with a depsgraph of its own."""
+        view_layer = bpy.context.view_layer
+        if view_layer is None or threading.current_thread() is not threading.main_thread():
+            return
+        depsgraph = view_layer.depsgraph
+        if any(map(depsgraph.id_type_updated, TOLD_TYPES)):
+            depsgraph.update()
 
     def _loading(self, *_args: Any) -> None:
         self._path_before_load = bpy.data.filepath

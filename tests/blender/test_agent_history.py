@@ -30,6 +30,8 @@ from .conftest import serve_while
 
 pytestmark = pytest.mark.timeout(300)
 
+BOOKKEEPING = ("revision", "changed", "said")
+
 ERAS = ("legacy", "2026-07-28")
 THREE_CHANGES = """
 import bpy
@@ -928,6 +930,39 @@ def test_a_frame_the_agent_moves_to_with_nothing_animated_is_told(bridge: Any) -
         return await client.call_tool("execute_blender_code", {"code": "bpy.context.scene.frame_set(9)"})
 
     assert _calls(bridge, "2026-07-28", script).structured["changes"]["frame_changed"] == {"from": 1, "to": 9}
+
+
+FOLLOWED_BY_A_FRAME_CHANGE = {
+    "moving the Cube": ("bpy.data.objects['Cube'].location.x = 3", "transformed", ["Cube"]),
+    "removing the Light": ("bpy.data.objects.remove(bpy.data.objects['Light'])", "removed", ["Light"]),
+    "setting the engine": ("bpy.context.scene.render.engine = 'CYCLES'", "scene_changed", None),
+}
+"""Edits an agent's code makes and then evaluates through the frame change alone (`frame_set` of the frame it is
+on), which clears Blender's tags without its update handler."""
+
+
+@pytest.mark.parametrize("edit", FOLLOWED_BY_A_FRAME_CHANGE.values(), ids=FOLLOWED_BY_A_FRAME_CHANGE.keys())
+def test_code_ending_with_frame_set_is_told_in_its_own_call_and_undone_in_one_step(
+    bridge: Any, edit: tuple[str, str, Any]
+) -> None:
+    code, key, names = edit
+    before = _scene()
+
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        edited = await client.call_tool("execute_blender_code", {"code": f"{code}\nbpy.context.scene.frame_set(1)"})
+        history = await client.call_tool("get_agent_history", {})
+        renamed = await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Camera'].name = 'Cam'"})
+        undone = await client.call_tool("undo_agent_steps", {"steps": 2})
+        return edited, history, renamed, undone, _on_main(bridge, _scene)
+
+    edited, history, renamed, undone, after_undo = _calls(bridge, "2026-07-28", script)
+    told = edited.structured["changes"]
+    assert told[key] == names if names is not None else "render.engine" in told[key], told
+    assert len(history.structured["steps"]) == 1, history.structured
+    assert set(renamed.structured["changes"]) == {"renamed", *BOOKKEEPING}, renamed.structured["changes"]
+    assert not undone.is_error, undone.text
+    assert after_undo == before
+    assert bpy.context.scene.render.engine != "CYCLES"
 
 
 LEFT_OUT = {
