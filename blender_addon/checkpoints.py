@@ -23,7 +23,7 @@ import bpy
 from . import blend_header, log
 from .agent_history import window
 from .errors import ToolError
-from .owner_files.permissions import owner_only_folder
+from .owner_files.folders import NotOwnFolder, own_folder
 from .owner_files.runtime_file import pid_alive, read_record
 
 NAME = re.compile(r"(?!(?:con|prn|aux|nul|com\d|lpt\d)(?:\..*)?$)[A-Za-z0-9][A-Za-z0-9 _.-]{0,63}(?<![ .])", re.I)
@@ -91,7 +91,7 @@ class Checkpoints:
         partial = folder / f".{name}.{os.getpid()}.partial{SUFFIX}"
         user_file = self._user_file()
         try:
-            self._ready_folder()
+            self._own(create=True)
             with self._copy():
                 bpy.ops.wm.save_as_mainfile(
                     filepath=str(partial), copy=True, compress=False, relative_remap=False, check_existing=False
@@ -118,8 +118,8 @@ class Checkpoints:
         return self.save(name, revision, rescue=True, keep=keep)
 
     def list(self) -> list[Checkpoint]:
-        """Every checkpoint in the folder, newest first."""
-        if not self.folder.is_dir():
+        """Every checkpoint in the folder, newest first; none in a folder another user may change (ToolError)."""
+        if not self._own(create=False):
             return []
         found = [record for meta in self.folder.glob("*.json") if (record := self._read(meta)) is not None]
         return sorted(found, key=lambda record: record.saved_at, reverse=True)
@@ -141,15 +141,16 @@ class Checkpoints:
         """`list()`, read again only when the folder changed: the panel asks at every redraw."""
         try:
             stamp = self.folder.stat().st_mtime_ns
-        except OSError:
+            if self._listed is None or self._listed[0] != stamp:
+                self._listed = (stamp, self.list())
+        except (OSError, ToolError):
             return []
-        if self._listed is None or self._listed[0] != stamp:
-            self._listed = (stamp, self.list())
         return self._listed[1]
 
     def find(self, name: str) -> Checkpoint:
         """Checkpoint `name`, from its own note: a restore reads one note, not the folder's twenty."""
         check_name(name)
+        self._own(create=False)
         record = self._read(self.folder / f"{name}.json")
         if record is not None:
             return record
@@ -188,12 +189,11 @@ class Checkpoints:
         copies = self.folder / UNSAVED
         copy = copies / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() // 1000 % 10**6:06d}{SUFFIX}"
         try:
-            copies.mkdir(exist_ok=True, mode=0o700)
-            owner_only_folder(copies)
+            own_folder(copies)
             with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
                 shutil.copyfileobj(reading, writing)
             _write_json(_note_of(copy), {"pid": os.getpid(), "stamp": _stamp(copy)})
-        except OSError as exc:
+        except (OSError, NotOwnFolder) as exc:
             with contextlib.suppress(OSError):
                 copy.unlink()
             raise ToolError(
@@ -240,10 +240,17 @@ class Checkpoints:
         """Whether `path` is in `unsaved/` (resolved: OSError or, before Python 3.13, RuntimeError on a loop)."""
         return bool(path) and Path(path).parent.resolve() == (self.folder / UNSAVED).resolve()
 
-    def _ready_folder(self) -> Path:
-        self.folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        owner_only_folder(self.folder)
-        return self.folder
+    def _own(self, *, create: bool) -> bool:
+        """Whether the folder is there (made when `create`); a folder another user may change, or reached through a
+        link, is refused by name: what is in it is not trusted, and nothing is written there."""
+        try:
+            return own_folder(self.folder, create=create)
+        except NotOwnFolder as exc:
+            raise ToolError(
+                f"the checkpoint folder is not safe to use: {exc}. Nothing was read or written there; run Blender "
+                "as the user who owns that folder, or set another checkpoint folder",
+                state="unsafe_folder",
+            ) from None
 
     @contextlib.contextmanager
     def _copy(self) -> Iterator[None]:

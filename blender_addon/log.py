@@ -14,7 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from .owner_files.permissions import open_owner_only_for_append, owner_only_folder
+from .owner_files.folders import NotOwnFolder, own_folder
+from .owner_files.permissions import open_owner_only_for_append
 
 LOGGER_NAME = "hermes_bridge"
 MAX_BYTES = 1024 * 1024
@@ -55,11 +56,13 @@ def configure(log_file: Path | None) -> Path | None:
     if log_file is None:
         return None
     try:
-        log_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        owner_only_folder(log_file.parent)
+        own_folder(log_file.parent)
         handler = OwnerOnlyRotatingFileHandler(
             log_file, maxBytes=MAX_BYTES, backupCount=BACKUPS, encoding="utf-8", errors="backslashreplace"
         )  # a path that is not UTF-8 (lone surrogates) is written escaped: strict, the whole line was dropped
+    except NotOwnFolder as exc:
+        logger.warning("not writing the log file %s: %s", log_file, exc)
+        return None
     except OSError as exc:
         logger.warning("cannot write the log file %s: %s", log_file, exc.strerror or exc)
         return None

@@ -22,8 +22,8 @@ def owner_only_folder(folder: Path) -> None:
 
 def open_owner_only_for_append(path: Path | str) -> int:
     """A descriptor appending to `path`, created 0600, and made 0600 if an older version or another umask left it
-    readable by others."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    readable by others; never through a link (ELOOP), so a link planted there is no way to another file."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     if sys.platform != "win32":
         os.fchmod(fd, 0o600)
     return fd

@@ -27,6 +27,7 @@ from typing import Any
 import bpy
 
 from ..errors import ToolError
+from ..owner_files.folders import HELD, others_may_write
 from .base import MUTATING, Tool, shallow
 from .context import JobContext
 from .render import FILE_MAX, Target, apply_settings, png_output, render_still, restore_settings
@@ -40,8 +41,6 @@ SKIPS_SHOWN = 20
 TAKEN = frozenset({errno.EEXIST, errno.EISDIR, errno.ENOTEMPTY, errno.EPERM})
 """What linking or renaming onto a name another user holds meets (EPERM: their file in a sticky folder)."""
 COPY_CHUNK = 1 << 20
-HELD = hasattr(os, "O_DIRECTORY") and os.open in os.supports_dir_fd
-"""POSIX: the folder is held open. Windows has no directory descriptors in Python: there it is named by path."""
 FRAMES_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -299,53 +298,13 @@ def _refuse_shared(folder: Path, fd: int | None) -> None:
     if fd is None:
         return  # Windows: access lists, not mode bits, say who may write
     found = os.fstat(fd)
-    why = _others_may_write(found, fd)
+    why = others_may_write(found, fd)
     if why is not None:
         raise ToolError(
             f"The folder {folder} is not safe for frames: {why}. Render into a folder only you may write to "
             "(or a sticky one such as /tmp), e.g. a new one made with mode 0700 or 0755.",
             state="unsafe_folder",
         )
-
-
-def _others_may_write(found: os.stat_result, fd: int) -> str | None:
-    """Why another user may change what is in the folder, or None."""
-    mode, me = found.st_mode, os.geteuid()
-    if found.st_uid not in (me, 0):
-        return f"it belongs to another user (uid {found.st_uid}), who may change anything in it"
-    if mode & stat.S_ISVTX:
-        return None  # others may add names (a frame whose name they take is skipped), never touch ours
-    if mode & stat.S_IWOTH:
-        return "every user may write to it and it has no sticky bit"
-    if mode & stat.S_IWGRP:  # with an access list, these bits are its mask: what its named users may do at most
-        if _has_access_acl(fd):
-            return "an access control list may let other users write to it"
-        if _group_has_others(found.st_gid, me):
-            return f"its group (gid {found.st_gid}) may write to it and has members other than you"
-    return None
-
-
-def _has_access_acl(fd: int) -> bool:
-    """Linux: whether the folder carries a POSIX access ACL (elsewhere, or where the file system keeps none: no)."""
-    try:
-        return "system.posix_acl_access" in os.listxattr(fd)
-    except (AttributeError, OSError):
-        return False
-
-
-def _group_has_others(gid: int, me: int) -> bool:
-    """Whether anyone but this user is in group `gid` (a listed member, or an account whose own group it is). A
-    group the system cannot name counts as having others. Users only a directory service knows may be missed."""
-    import grp  # POSIX only, like every caller
-    import pwd
-
-    try:
-        listed = set(grp.getgrgid(gid).gr_mem)
-    except KeyError:
-        return True
-    accounts = pwd.getpwall()
-    mine = {entry.pw_name for entry in accounts if entry.pw_uid == me}
-    return bool(listed - mine) or any(entry.pw_gid == gid and entry.pw_uid != me for entry in accounts)
 
 
 def render_frames(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
