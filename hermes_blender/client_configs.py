@@ -433,7 +433,7 @@ def _merged(client: ClientConfig, entry: Entry, seen: _Seen | None, path: Path) 
     table = current.get(client.table, {})
     if not isinstance(table, dict):
         raise ConnectError(f"{path}: {client.table!r} is not a table of servers; add the entry by hand")
-    if table.get(SERVER) == entry:
+    if _read_as_json(table.get(SERVER)) == entry:
         return None
     if client.syntax == "toml":
         return _merged_toml(original or "", client.table, entry, path)
@@ -475,6 +475,18 @@ def _parse_json(text: str, path: Path) -> dict[str, Any]:
         ) from None
     if not isinstance(value, dict):
         raise ConnectError(f"{path} does not hold a JSON object: nothing was changed")
+    return value
+
+
+def _read_as_json(value: Any) -> Any:
+    """The value with each number as JSON reads it, to compare with an entry: Gemini's `"timeout": 3630000` is the
+    same entry whether the file spells it so or Python wrote it."""
+    if isinstance(value, _Number):
+        return json.loads(value.text)
+    if isinstance(value, dict):
+        return {key: _read_as_json(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_read_as_json(item) for item in value]
     return value
 
 

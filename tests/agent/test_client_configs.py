@@ -16,6 +16,8 @@ from hermes_blender.client_configs import CLIENTS, TOOLKIT_SOURCE, Launch, find_
 from hermes_blender.contract.host import HostFacts
 from hermes_blender.errors import ConnectError
 
+pytestmark = pytest.mark.timeout(120)
+
 LAUNCH = Launch("/opt/tools/bin/hermes-blender", ("mcp",), "toolkit")
 NOW = datetime.datetime(2026, 12, 1, 16, 0, 0)
 
@@ -54,13 +56,19 @@ def test_a_merge_keeps_every_other_setting_and_backs_up_the_file_first(tmp_path:
         assert path.stat().st_mode & 0o777 == 0o600 and written.backup.stat().st_mode & 0o777 == 0o600
 
 
-def test_writing_the_same_entry_again_changes_nothing(tmp_path: Path) -> None:
-    path = tmp_path / "mcp.json"
-    write_entry(CLIENTS["cursor"], LAUNCH, path, now=NOW)
+@pytest.mark.parametrize("name", sorted(CLIENTS))
+def test_connecting_the_same_client_again_says_nothing_changed_and_makes_no_backup(name: str, tmp_path: Path) -> None:
+    """Gemini's entry holds a number (its timeout), which the merge reads as the file spells it: the same entry
+    written again must still be the same entry, for every client, not another identical file and backup."""
+    path = tmp_path / ("config.toml" if CLIENTS[name].syntax == "toml" else "config.json")
+    path.write_text("")  # a file that exists: the first write backs it up
+    command = [sys.executable, "-m", "hermes_blender.cli", "connect", name, "--write", "--config", str(path)]
+    first = subprocess.run([*command, "--command", LAUNCH.command], capture_output=True, text=True, timeout=60)
     text = path.read_text()
-    again = write_entry(CLIENTS["cursor"], LAUNCH, path, now=NOW)
-    assert not again.changed and again.backup is None and path.read_text() == text
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["mcp.json"]
+    again = subprocess.run([*command, "--command", LAUNCH.command], capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0 and "wrote the 'blender' entry" in first.stderr, first.stderr
+    assert again.returncode == 0 and "already has this entry; nothing changed" in again.stderr, again.stderr
+    assert path.read_text() == text and len(list(tmp_path.glob("config.*.bak-*"))) == 1
 
 
 @pytest.mark.parametrize(
