@@ -17,8 +17,9 @@ from typing import NoReturn
 
 import bpy
 
-from .changes import BOOKKEEPING, Scene, Summary, inverse, merge
+from .changes import Scene
 from .errors import ToolError
+from .summaries import BOOKKEEPING, Summary, inverse, merge
 
 UNDO_PREFIX = "Hermes: "
 MOVES = ("agent:undone", "agent:redone")

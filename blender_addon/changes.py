@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import array
 import contextlib
-import json
 import operator
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -28,8 +26,9 @@ import bpy
 
 from . import log
 from .stacks import Settings, same, stack
+from .summaries import LISTS, Summary, fit, frame_only, merge, nothing, said, unique
 from .tools import scene_index
-from .tools.base import budgeted, name_of
+from .tools.base import name_of
 
 KINDS = {
     "OBJECT": "objects",
@@ -435,10 +434,6 @@ class Touched:
         return not (self.objects or self.others or self.kinds or self.files)
 
 
-class Summary(dict[str, Any]):
-    """A change summary: JSON, the words of `changes` in answers. `said` is the same in one line."""
-
-
 class Scene:
     """The scene's change record, fed by Blender's handlers while installed: spans of agent jobs and of what
     happened between them (the user's edits in the GUI), closed into the journal that `since` reads.
@@ -608,7 +603,7 @@ class Scene:
             try:
                 _evaluate()
                 if self._span.empty() and not self._replaced and self._moment.frame == _frame():
-                    return merge([])  # most calls: nothing to compare, nothing to keep
+                    return nothing(scene_index.revision())  # most calls: nothing to compare, nothing to keep
                 summary = self._summary(self._take_span(), unnamed=True)
                 if self._replaced:
                     summary = merge([*self._replaced, summary])
@@ -702,7 +697,7 @@ class Scene:
         if not summary["changed"]:
             return
         last = self.journal[-1] if self.journal else None
-        if last is not None and last.author == author and _frame_only(summary) and _frame_only(last.summary):
+        if last is not None and last.author == author and frame_only(summary) and frame_only(last.summary):
             # playback or scrubbing is one change however many frames it passes: the record keeps the rest
             self.journal[-1] = Entry(author, time.time(), merge([last.summary, summary]))
         else:
@@ -716,7 +711,8 @@ class Scene:
         self.settle()
         if revision < self.known_from:
             return None
-        return merge([entry.summary for entry in self.journal if entry.summary["revision"]["after"] > revision])
+        told = [entry.summary for entry in self.journal if entry.summary["revision"]["after"] > revision]
+        return merge(told) if told else nothing(scene_index.revision())
 
     def entries_after(self, revision: int, author: str) -> list[Entry] | None:
         """The journal's entries of `author` after `revision`, the open span closed first; None when the journal no
@@ -775,7 +771,7 @@ class Scene:
         summary = Summary(revision={"before": before.revision, "after": after.revision})
         for key in LISTS:
             if lists[key]:
-                summary[key] = _unique(lists[key])
+                summary[key] = unique(lists[key])
         if moved:
             summary["datablocks"] = moved
         for name, key in (("frame", "frame_changed"), ("mode", "mode_changed"), ("active", "active_object")):
@@ -796,7 +792,7 @@ class Scene:
         if reshaded and len(summary) == 1:  # nothing else moved: the look did (every object's colour), a step
             summary["shading_changed"] = reshaded
         summary["changed"] = len(summary) > 1
-        summary["said"] = said(_fit(summary))
+        summary["said"] = said(fit(summary))
         return summary
 
     def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, regrouped: bool) -> list[str]:
@@ -946,181 +942,6 @@ class Entry:
         self.summary = summary
 
 
-LISTS = (
-    "added",
-    "removed",
-    "renamed",
-    "transformed",
-    "data_changed",
-    "shading_changed",
-    "visibility_changed",
-    "collections_changed",
-    "datablocks_changed",
-    "unnamed_changed",
-)
-
-
 def _selected() -> tuple[str, ...]:
     view_layer = bpy.context.view_layer
     return tuple(sorted(name_of(obj) for obj in view_layer.objects.selected)) if view_layer is not None else ()
-
-
-def _unique(values: list[Any]) -> list[Any]:
-    """`values` without repeats, first ones first (a rename is a dict: keyed by its text)."""
-    seen: dict[Any, Any] = {}
-    for value in values:
-        seen.setdefault(json.dumps(value, sort_keys=True) if isinstance(value, dict) else value, value)
-    return list(seen.values())
-
-
-FITTED = (*LISTS, "selection")
-
-
-def _fit(summary: Summary) -> Summary:
-    """Name lists share the answer budget (a call that adds 100,000 objects names the first ones); `counts` keeps
-    each list's whole length when one was cut, and `cut_at_budget` says so."""
-    lists = {key: summary[key] for key in FITTED if key in summary}
-    kept, cut = budgeted(lists, sized=False)
-    if cut:
-        whole = summary.get("counts", {})
-        summary["counts"] = {key: max(whole.get(key, 0), len(values)) for key, values in lists.items()}
-        summary.update(kept)
-        summary.update(cut)
-    return summary
-
-
-BOOKKEEPING = ("revision", "changed", "said")
-"""The keys every summary has: what changed is in the others."""
-
-
-def _frame_only(summary: Summary) -> bool:
-    return "frame_changed" in summary and all(key in (*BOOKKEEPING, "frame_changed") for key in summary)
-
-
-def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Summary:
-    """Several summaries as one: from the first's revision to the last's, every list joined, counts summed.
-    `selection`: the selection now, for summaries that moved it but cannot say to what (an undo's inverses)."""
-    if not summaries:
-        revision = scene_index.revision()
-        empty = Summary(revision={"before": revision, "after": revision}, changed=False)
-        empty["said"] = said(empty)
-        return empty
-    merged = Summary(
-        revision={"before": summaries[0]["revision"]["before"], "after": summaries[-1]["revision"]["after"]}
-    )
-    totals: Counter[str] = Counter()
-    whole: Counter[str] = Counter()
-    for summary in summaries:
-        counted = summary.get("counts", {})  # a list's whole length where it was cut, else the list is whole
-        whole.update({key: counted.get(key, len(summary[key])) for key in LISTS if key in summary})
-        if "selection" in summary:  # a state, not a tally: the last one's
-            whole["selection"] = counted.get("selection", len(summary["selection"]))
-        for key in LISTS:
-            if key in summary:
-                merged[key] = _unique([*merged.get(key, []), *summary[key]])
-        totals.update(summary.get("datablocks", {}))
-        for key in ("frame_changed", "mode_changed", "active_object"):
-            if key in summary:
-                merged[key] = {"from": merged.get(key, summary[key])["from"], "to": summary[key]["to"]}
-        for path, move in summary.get("scene_changed", {}).items():
-            scene = merged.setdefault("scene_changed", {})
-            scene[path] = {"from": scene.get(path, move)["from"], "to": move["to"]}
-        if "selection" in summary:
-            merged["selection"] = summary["selection"]
-        if "file" in summary:
-            merged["file"] = [*merged.get("file", []), *summary["file"]]
-        if "unreadable" in summary:
-            merged.setdefault("unreadable", summary["unreadable"])
-    if "scene_changed" in merged:  # a setting set back to where it began is no change of the scene's
-        merged["scene_changed"] = {path: m for path, m in merged["scene_changed"].items() if m["from"] != m["to"]}
-        if not merged["scene_changed"]:
-            del merged["scene_changed"]
-    if selection is not None:
-        merged["selection"] = selection
-    if moved := {kind: n for kind, n in totals.items() if n}:
-        merged["datablocks"] = moved
-    merged["changed"] = any(summary.get("changed") for summary in summaries)
-    if any("counts" in summary for summary in summaries):
-        merged["counts"] = dict(whole)
-    merged["said"] = said(_fit(merged))
-    return merged
-
-
-def inverse(summary: Summary) -> Summary:
-    """What taking `summary`'s change back does: additions removed, removals restored, renames reversed."""
-    undone = Summary(revision=dict(summary["revision"]))
-    swaps = {"added": "removed", "removed": "added"}
-    for key in LISTS:
-        if key in summary:
-            if key == "renamed":
-                undone[key] = [{"from": entry["to"], "to": entry["from"]} for entry in reversed(summary[key])]
-            else:
-                undone[swaps.get(key, key)] = list(summary[key])
-    if "datablocks" in summary:
-        undone["datablocks"] = {kind: -n for kind, n in summary["datablocks"].items()}
-    for key in ("frame_changed", "mode_changed", "active_object"):
-        if key in summary:
-            undone[key] = {"from": summary[key]["to"], "to": summary[key]["from"]}
-    if "scene_changed" in summary:
-        undone["scene_changed"] = {
-            path: {"from": m["to"], "to": m["from"]} for path, m in summary["scene_changed"].items()
-        }
-    if "counts" in summary:
-        undone["counts"] = {swaps.get(key, key): n for key, n in summary["counts"].items()}
-        undone["cut_at_budget"] = True
-    if "unreadable" in summary:
-        undone["unreadable"] = summary["unreadable"]
-    undone["changed"] = bool(summary.get("changed"))
-    undone["said"] = said(undone)
-    return undone
-
-
-SAID_NAMES = 3
-"""Names a one-line summary shows per list before "and N more"."""
-
-
-def said(summary: dict[str, Any]) -> str:
-    """The summary in one line a person reads at a glance: "added Sphere; removed Light; moved Cube"."""
-    parts: list[str] = []
-    words = {
-        "added": "added",
-        "removed": "removed",
-        "transformed": "moved",
-        "data_changed": "edited the data of",
-        "shading_changed": "changed the shading of",
-        "visibility_changed": "changed the visibility of",
-        "collections_changed": "changed the collections",
-        "datablocks_changed": "changed",
-        "unnamed_changed": "changed hidden or unused",
-    }
-    counts = summary.get("counts", {})
-    for key, verb in words.items():
-        names = summary.get(key)
-        if names:
-            parts.append(f"{verb} {_names(names, counts.get(key, len(names)))}")
-    if renamed := summary.get("renamed"):
-        listed = [f"{entry['from']} to {entry['to']}" for entry in renamed]
-        parts.append("renamed " + _names(listed, counts.get("renamed", len(listed))))
-    if moved := summary.get("datablocks"):
-        parts.append(
-            "datablocks " + ", ".join(f"{kind} {'+' if n > 0 else ''}{n}" for kind, n in sorted(moved.items()))
-        )
-    for key, label in (("active_object", "active object"), ("mode_changed", "mode"), ("frame_changed", "frame")):
-        if key in summary:
-            parts.append(f"{label} {summary[key]['from']} -> {summary[key]['to']}")
-    if scene := summary.get("scene_changed"):
-        parts.append("scene " + ", ".join(f"{path} {m['from']} -> {m['to']}" for path, m in scene.items()))
-    if "selection" in summary:
-        selection = summary["selection"]
-        parts.append(f"selection now {_names(selection, counts.get('selection', len(selection))) or 'empty'}")
-    for event in summary.get("file", []):
-        parts.append(f"file {event['event']}" + (f" ({event['path']})" if event.get("path") else ""))
-    if "unreadable" in summary:
-        parts.append(f"changed the scene in ways the bridge could not read ({summary['unreadable']})")
-    return "; ".join(parts) if parts else "nothing changed"
-
-
-def _names(names: list[str], whole: int) -> str:
-    shown = ", ".join(str(name) for name in names[:SAID_NAMES])
-    more = whole - min(len(names), SAID_NAMES)
-    return shown + (f" and {more} more" if more > 0 else "")

@@ -241,10 +241,14 @@ class Checkpoints:
         return bool(path) and Path(path).parent.resolve() == (self.folder / UNSAVED).resolve()
 
     def _own(self, *, create: bool) -> bool:
-        """Whether the folder is there (made when `create`); a folder another user may change, or reached through a
-        link, is refused by name: what is in it is not trusted, and nothing is written there."""
+        """Whether the folder is there (made when `create`; a file in its place is none); a folder another user may
+        change, or reached through a link, is refused by name: what is in it is not trusted, nothing is written."""
         try:
             return own_folder(self.folder, create=create)
+        except NotADirectoryError:
+            if create:
+                raise  # told as the checkpoint not written
+            return False
         except NotOwnFolder as exc:
             raise ToolError(
                 f"the checkpoint folder is not safe to use: {exc}. Nothing was read or written there; run Blender "

@@ -72,11 +72,18 @@ def _enter(parent: int, name: str, path: Path, *, create: bool) -> int | None:
             os.mkdir(name, 0o700, dir_fd=parent)  # nobody else may add names here: checked on the way
             return os.open(name, _FOLDER, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
-            raise NotOwnFolder(f"{path} is a link or not a folder; the bridge never writes through a link") from None
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(name, parent):
+            raise NotOwnFolder(f"{path} is a link; the bridge never writes through a link") from None
         raise
     finally:
         os.close(parent)
+
+
+def _is_link(name: str, parent: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(name, dir_fd=parent).st_mode)
+    except OSError:
+        return False
 
 
 def others_may_write(found: os.stat_result, fd: int) -> str | None:

@@ -9,7 +9,8 @@ from typing import Any
 
 import bpy
 
-from .base import BUDGET, NO_ARGUMENTS, Tool, arguments, budgeted, shallow
+from ..budget import BUDGET, budgeted
+from .base import NO_ARGUMENTS, Tool, arguments, shallow
 from .context import JobContext
 
 DEFAULT_LIMIT = 500

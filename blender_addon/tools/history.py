@@ -8,8 +8,9 @@ from typing import Any
 
 import bpy
 
+from ..budget import budgeted
 from ..errors import ToolError
-from .base import READ_ONLY, Tool, arguments, budgeted, shallow
+from .base import READ_ONLY, Tool, arguments, shallow
 from .context import JobContext
 
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}

@@ -10,9 +10,10 @@ from typing import Any
 
 import bpy
 
+from ..budget import BUDGET, budgeted, fitting
 from ..errors import ToolError
 from . import scene_index
-from .base import BUDGET, Tool, arguments, budgeted, fitting, name_of, shallow
+from .base import Tool, arguments, name_of, shallow
 from .context import JobContext
 
 DEFAULT_PAGE = 100
