@@ -8,6 +8,7 @@ change record and the agent's history its job gives it.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -30,7 +31,7 @@ from .tools.base import Image, Pictured, Tool
 from .tools.catalogue import CATALOGUE
 from .tools.context import JobContext
 from .tools.frame_task_tools import TASK_ID
-from .tools.python_exec import Deferred
+from .tools.python_exec import FILENAME, Deferred
 from .tools.schema import validate
 
 
@@ -169,16 +170,40 @@ def _run_tool(tool: Tool, arguments: dict[str, Any], job: JobContext) -> ToolOut
             data = tool.run(arguments, job)
     except ToolError as exc:
         told.into(exc.details)
+        if "changes" in exc.details:
+            raise ToolError(_changes_stand(exc, exc.details["changes"]), state=exc.state, **exc.details) from exc
         raise
     except Exception as exc:
         details: dict[str, Any] = {}
         told.into(details)
-        return ToolOutcome.error(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed", **details)
+        failed = ToolError(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
+        message = _changes_stand(failed, details["changes"]) if "changes" in details else str(failed)
+        return ToolOutcome.error(message, state="tool_failed", **details)
     if isinstance(data, Deferred):
         return data
     if isinstance(data, dict) and "changes" not in data:
         told.into(data)
     return _present(tool, data)
+
+
+_CODE_LINE = re.compile(rf'File "{re.escape(FILENAME)}", line (\d+)')
+
+
+def _changes_stand(failure: ToolError, changes: dict[str, Any]) -> str:
+    """A failed call's message when the call changed the scene before it failed: a model that reads only the error
+    must not think nothing happened (and try again on top of it)."""
+    lines = _CODE_LINE.findall(str(failure))
+    ran = (
+        f"The code ran until line {lines[-1]}"
+        if lines
+        else "The code ran"
+        if failure.state == "execution_error"
+        else "The call ran"
+    )
+    return (
+        f"{failure}\n{ran} and changed the scene before it failed ({changes['said']}); those changes stand and are "
+        "one step you can take back with undo_agent_steps."
+    )
 
 
 def _present(tool: Tool, data: Any) -> ToolOutcome:

@@ -1409,3 +1409,57 @@ def test_a_material_removed_beside_a_hidden_object_is_counted_not_told_as_a_hidd
 
     told = _calls(bridge, "2026-07-28", script).structured["changes"]
     assert told["datablocks"] == {"materials": -1} and "unnamed_changed" not in told, told
+
+
+@pytest.mark.parametrize(
+    "code,ran",
+    [
+        ("bpy.data.objects['Cube'].location.x = 5\nresult = 'not a dict'", "The code ran"),
+        ("bpy.data.objects['Cube'].location.x = 5\nx = 1\nraise ValueError('late')", "ran until line 3"),
+    ],
+    ids=["a result that is no dict", "an exception after the change"],
+)
+def test_code_that_changed_the_scene_and_then_failed_says_its_changes_stand(bridge: Any, code: str, ran: str) -> None:
+    async def script(client: SdkClient) -> tuple[Any, Any]:
+        failed = await client.call_tool("execute_blender_code", {"code": code})
+        return failed, await client.call_tool("get_agent_history", {})
+
+    failed, history = _calls(bridge, "2026-07-28", script)
+    assert failed.is_error and ran in failed.text, failed.text
+    assert "changes stand" in failed.text and "moved Cube" in failed.text and "undo_agent_steps" in failed.text
+    assert len(history.structured["steps"]) == 1
+
+
+def test_code_that_failed_before_changing_anything_says_nothing_of_changes(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": "raise ValueError('early')"})
+
+    failed = _calls(bridge, "2026-07-28", script)
+    assert failed.is_error and "early" in failed.text and "changes stand" not in failed.text
+
+
+def test_scene_changes_since_the_start_end_with_the_active_object_and_selection_blender_has(bridge: Any) -> None:
+    legs = (
+        "for i in range(4):\n"
+        "    bpy.ops.mesh.primitive_cube_add(location=(i, 0, 0))\n"
+        "    bpy.context.active_object.name = f'Leg{i + 1}'\n"
+    )
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        start = (await client.call_tool("get_agent_history", {})).structured["revision"]
+        await client.call_tool("execute_blender_code", {"code": legs})
+        await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Leg2'].location.z = 1"})
+        await client.call_tool(
+            "execute_blender_code", {"code": "bpy.context.view_layer.objects.active = bpy.data.objects['Leg1']"}
+        )
+        since = await client.call_tool("get_scene_changes", {"since_revision": start})
+        now = _on_main(
+            bridge, lambda: (bpy.context.view_layer.objects.active.name, [o.name for o in bpy.context.selected_objects])
+        )
+        return since, now, start
+
+    since, (active, selected), _ = _calls(bridge, "2026-07-28", script)
+    told = since.structured["changes"]
+    assert told["active_object"]["to"] == active == "Leg1"
+    assert told["selection"] == sorted(selected) == ["Leg4"]
+    assert sorted(told["added"]) == ["Leg1", "Leg2", "Leg3", "Leg4"] and "removed" not in told
