@@ -9,6 +9,30 @@ import pytest
 
 from hermes_blender.headless import HeadlessBlender
 
+SAME_ON_EVERY_LINE = {
+    "test_cap_churn.py": "another user's load at the bridge's sockets: this project's admission code",
+    "test_cli.py": "the toolkit's commands and files; what Blender answers is the catalogue's to check",
+    "test_hostile.py": "hostile clients and faults on the bridge's wire: this project's HTTP and MCP code",
+    "test_instances.py": "several bridges and the runtime file: this project's files and pids",
+    "test_official_client.py": "protocol conformance with the official client: this project's MCP code",
+    "test_status_cli.py": "`status` against runtime files, PATHs and Hermes homes: the toolkit's checks",
+    "test_stdio_resources.py": "the stdio relay's resources and prompts: the toolkit's relay",
+    "test_stdio_server.py": "the stdio relay as clients drive it: the toolkit's relay",
+    "test_subscriptions.py": "resource subscriptions' wire: this project's event streams",
+    "test_trust.py": "the toolkit's same-user checks on processes, sockets and files",
+    "test_wheel.py": "the built wheel installed in a clean venv: packaging",
+}
+"""The end-to-end test files whose outcome no Blender line reaches (each speaks to this project's own wires, files
+and processes; a Blender difference there is a Blender-side or catalogue test's to catch), and why. CI runs them on
+the README's line alone (`-m "not same_on_every_line"` on the others, README › Blender versions); a file not
+named here runs on every line."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.parent == Path(__file__).parent and item.path.name in SAME_ON_EVERY_LINE:
+            item.add_marker("same_on_every_line")
+
 
 @pytest.fixture(scope="module")
 def blender(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeadlessBlender]:
