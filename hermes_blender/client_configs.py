@@ -539,7 +539,10 @@ _TABLE_HEADER = re.compile(r"^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
 
 
 def _merged_toml(text: str, table: str, entry: Entry, path: Path) -> str:
-    """The file with its `[table.blender]` section (and subtables) replaced by ours, checked by parsing it back."""
+    """The file with its `[table.blender]` section (and subtables) replaced by ours, checked by parsing it back.
+
+    Whole-line comments in that section stay where they were: those after its keys are the user's notes on what
+    follows, and any note is theirs to drop, not the merge's."""
     ours = f"{table}.{SERVER}"
     kept: list[str] = []
     skipping = False
@@ -548,7 +551,7 @@ def _merged_toml(text: str, table: str, entry: Entry, path: Path) -> str:
         if header:
             name = header.group(1).replace('"', "").replace(" ", "")
             skipping = name == ours or name.startswith(ours + ".")
-        if not skipping:
+        if not skipping or line.lstrip().startswith("#"):
             kept.append(line)
     body = "".join(kept)
     if body and not body.endswith("\n"):

@@ -102,6 +102,25 @@ def test_the_codex_merge_replaces_only_its_own_table(tmp_path: Path) -> None:
     assert data["mcp_servers"]["blender"] == {"command": LAUNCH.command, "args": ["mcp"]}
 
 
+def test_the_codex_merge_keeps_every_comment_of_the_file_also_those_inside_and_after_its_own_table(
+    tmp_path: Path,
+) -> None:
+    """The comments after the old table are the user's notes on what follows; a merge replaces only the entry."""
+    path = tmp_path / "config.toml"
+    path.write_text(
+        '# my Codex settings\nmodel = "o4"\n\n[mcp_servers.blender]\ncommand = "/old/hermes-blender"\n'
+        '# args = ["mcp", "--pid", "1"]\nargs = ["mcp"]\n\n# the work servers below: ask Ana before changing\n'
+        '[mcp_servers.other]\ncommand = "/bin/other"\n\n[mcp_servers.blender.env]\nX = "1"\n# the end of my file\n'
+    )
+    comments = [line for line in path.read_text().splitlines() if line.startswith("#")]
+    write_entry(CLIENTS["codex"], LAUNCH, path, now=NOW)
+    text = path.read_text()
+    assert [line for line in text.splitlines() if line.startswith("#")] == comments
+    data = tomllib.loads(text)
+    assert data["model"] == "o4" and data["mcp_servers"]["other"] == {"command": "/bin/other"}
+    assert data["mcp_servers"]["blender"] == {"command": LAUNCH.command, "args": ["mcp"]}
+
+
 @pytest.mark.parametrize(
     "text",
     [
