@@ -72,6 +72,8 @@ TOLD_TYPES = tuple(
 )
 """The kinds (`id_type`) a summary tells of: a window manager, screen, workspace or brush tagged changes no scene."""
 COUNTED = tuple(sorted({kind for kind in KINDS.values() if hasattr(bpy.data, kind)}))
+GEOMETRY = frozenset({"MESH", "CURVE", "FONT", "META", "CURVES", "POINTCLOUD", "VOLUME", "GREASEPENCIL_V3"})
+"""Kinds of an object's data whose update for shading alone is the material's doing, not an edit of theirs."""
 STRUCTURE = ("Collection", "Scene")
 """Datablocks re-evaluated for their contents when objects join or leave them (or are hidden)."""
 
@@ -263,9 +265,12 @@ def _layer_tree() -> LayerTree:
 
 
 def _layer_flags(layer: Any, flags: LayerFlags) -> None:
-    flags.setdefault(layer.collection.session_uid, set()).add((layer.exclude, layer.hide_viewport))
-    for child in layer.children:
-        _layer_flags(child, flags)
+    """Walked with a list, not recursion: a user's tree may be nested deeper than Python recurses."""
+    stack = [layer]
+    while stack:
+        layer = stack.pop()
+        flags.setdefault(layer.collection.session_uid, set()).add((layer.exclude, layer.hide_viewport))
+        stack.extend(layer.children)
 
 
 def _hidden_in_layer() -> tuple[ViewLayerKey, frozenset[int]]:
@@ -417,7 +422,9 @@ class Touched:
                 uid = original.session_uid
                 previous = self.objects.get(uid)
                 self.objects[uid] = (original, how | (previous[1] if previous else set()))
-            else:
+            elif kind in GEOMETRY and update.is_updated_shading and not update.is_updated_geometry:
+                continue  # re-shaded for a material its objects wear: told as their shading and the material
+            elif not datablock.original.is_embedded_data:  # a material's own node tree is told as the material
                 if type(datablock).__name__ in STRUCTURE and update.is_updated_geometry:
                     self.structure = True
                 if kind == "SCENE":
@@ -447,6 +454,10 @@ class Scene:
         self._objects = Objects({})
         self._members = Members({})
         self._counts: dict[str, int] = {}
+        self._materials: frozenset[int] = frozenset()
+        self._orphans: dict[str, int] = {}
+        """Unused datablocks by kind when a file load began: a saved file never holds them, so a load drops them."""
+        """The materials' session uids as last read: one not among them was made since."""
         self._moment = Moment(0, 0, "", None, "")
         self._selected: tuple[str, ...] | None = None
         self._layer_hidden: tuple[ViewLayerKey, frozenset[int]] = (None, frozenset())
@@ -509,9 +520,17 @@ class Scene:
     def _read_afresh(self) -> None:
         """Read the scene whole (in C): at install, and after a file load or an undo replaced every datablock."""
         _evaluate()  # tags pending now are no one's change
-        read = Objects.read(), Members.read(), counts(), Moment.now(), _selected(), _hidden_in_layer()
+        read = Objects.read(), Members.read(), counts(), Moment.now(), _selected(), _hidden_in_layer(), _material_uids()
         self._span = Touched()  # all or nothing: a read that failed leaves the last reading whole
-        self._objects, self._members, self._counts, self._moment, self._selected, self._layer_hidden = read
+        (
+            self._objects,
+            self._members,
+            self._counts,
+            self._moment,
+            self._selected,
+            self._layer_hidden,
+            self._materials,
+        ) = read
 
     # Handlers ---------------------------------------------------------------------------------
 
@@ -532,6 +551,7 @@ class Scene:
 
     def _loading(self, *_args: Any) -> None:
         self._path_before_load = bpy.data.filepath
+        self._orphans = _orphans()
 
     def _loaded(self, *_args: Any) -> None:
         self.loads += 1
@@ -570,8 +590,13 @@ class Scene:
         span.files.append(event)
         summary = self._summary(span, whole={"added": sorted(after - before), "removed": sorted(before - after)})
         moved = {kind: n - old_counts.get(kind, n) for kind, n in self._counts.items() if n != old_counts.get(kind, n)}
+        orphans, self._orphans = {k: min(-n, self._orphans.get(k, 0)) for k, n in moved.items() if n < 0}, {}
+        if orphans := {kind: n for kind, n in orphans.items() if n}:  # a .blend keeps no unused datablock
+            summary["orphans_dropped"] = orphans
+            moved = {kind: n + orphans.get(kind, 0) for kind, n in moved.items() if n + orphans.get(kind, 0)}
         if moved:
             summary["datablocks"] = moved
+        if moved or orphans:
             summary.update(changed=True, said=said(summary))
         self._span = Touched()
         if self._in_job:
@@ -759,6 +784,8 @@ class Scene:
             layers_moved = tree is not None and tree[0] == self._members.layers[0] and tree != self._members.layers
             regrouped = span.structure or "COLLECTION" in span.kinds or layers_moved
             reshaded = self._objects_changed(span, lists, regrouped=regrouped or "objects" in moved)
+            if lists["shading_changed"] and _materials_made_or_given(span, moved):
+                lists["shading_changed"] = _wearing(span, lists["shading_changed"], span.others["materials"])
             if regrouped:
                 members = Members.read()
                 lists["collections_changed"].extend(self._members.changed_in(members))
@@ -768,6 +795,8 @@ class Scene:
         for kind, names in sorted(span.others.items()):
             if kind not in ("collections", "scenes", "objects"):
                 lists["datablocks_changed"].extend(f"{kind}/{name}" for name in sorted(names))
+        if whole is None and "MATERIAL" in span.kinds:
+            lists["materials_given"].extend(self._materials_given(span, lists))
         summary = Summary(revision={"before": before.revision, "after": after.revision})
         for key in LISTS:
             if lists[key]:
@@ -794,6 +823,33 @@ class Scene:
         summary["changed"] = len(summary) > 1
         summary["said"] = said(fit(summary))
         return summary
+
+    def _materials_given(self, span: Touched, lists: dict[str, list[Any]]) -> list[dict[str, str]]:
+        """The objects that wear a material the span made, and which (one only this span could have given them):
+        told as given, not as their data and shading edited."""
+        before, self._materials = self._materials, _material_uids()
+        made = set()
+        for name in span.others.get("materials", ()):
+            material = bpy.data.materials.get(name)
+            if material is not None and material.session_uid not in before:
+                made.add(name)
+        given: list[dict[str, str]] = []
+        for obj, _ in span.objects.values():
+            with contextlib.suppress(ReferenceError):
+                worn = unique([name_of(s.material) for s in obj.material_slots if s.material is not None])
+                given.extend({"object": name_of(obj), "material": name} for name in worn if name in made)
+        if given:
+            wearers = {entry["object"] for entry in given}
+            for key in ("data_changed", "shading_changed"):
+                lists[key] = [name for name in lists[key] if name not in wearers]
+            their_data = {
+                f"{KINDS[o.data.id_type]}/{name_of(o.data)}"
+                for o, _ in span.objects.values()
+                if o.data is not None and name_of(o) in wearers and o.data.id_type in KINDS
+            }
+            told = their_data | {f"materials/{name}" for name in made}  # counted as made, given by name
+            lists["datablocks_changed"] = [name for name in lists["datablocks_changed"] if name not in told]
+        return given
 
     def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, regrouped: bool) -> list[str]:
         """Fill `lists` with what the depsgraph named of known objects and what moved of those it leaves out (and
@@ -915,6 +971,43 @@ def _everything_reshaded(span: Touched, unseen: int) -> bool:
         and shaded >= len(view_layer.objects) - unseen
         and not any(KINDS[kind] in span.others for kind in SURFACES)
     )
+
+
+def _orphans() -> dict[str, int]:
+    """Datablocks no one uses (nor a fake user keeps), by kind: what a save leaves out of the file."""
+    found = {kind: sum(1 for d in getattr(bpy.data, kind) if d.users == 0) for kind in COUNTED}
+    return {kind: n for kind, n in found.items() if n}
+
+
+def _material_uids() -> frozenset[int]:
+    return frozenset(array.array("I", _uids(bpy.data.materials)))
+
+
+def _materials_made_or_given(span: Touched, moved: dict[str, int]) -> bool:
+    """A material was made, or one given (its wearers' data changed), and nothing else that makes a look was
+    updated: Blender rebuilt its relations and re-shaded every object, and only the wearers' looks changed. A
+    material edited alone re-shades its wearers only, and then every object told changed its look."""
+    return (
+        "materials" in span.others
+        and not any(KINDS[kind] in span.others for kind in SURFACES if kind != "MATERIAL")
+        and ("materials" in moved or any("data" in how for _, how in span.objects.values()))
+    )
+
+
+def _wearing(span: Touched, names: list[str], materials: set[str]) -> list[str]:
+    """Of the objects `names` the span named, those with one of `materials` in a slot (a light or camera has none)."""
+    by_name = {}
+    for obj, _ in span.objects.values():
+        with contextlib.suppress(ReferenceError):
+            by_name[name_of(obj)] = obj
+    return [
+        name
+        for name in names
+        if name in by_name
+        and any(
+            slot.material is not None and name_of(slot.material) in materials for slot in by_name[name].material_slots
+        )
+    ]
 
 
 def _evaluate() -> None:

@@ -28,6 +28,8 @@ LISTS = (
     "collections_changed",
     "datablocks_changed",
     "unnamed_changed",
+    "materials_given",
+    "materials_taken",
 )
 
 
@@ -81,6 +83,7 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
     unseen: Counter[str] = Counter()
     """Per list, names the summaries counted but did not list (cut at their budget): more than any list shows."""
     totals: Counter[str] = Counter()
+    orphans: Counter[str] = Counter()
     for summary in summaries:
         counted = summary.get("counts", {})
         unseen.update({key: counted[key] - len(summary[key]) for key in FITTED if key in counted and key in summary})
@@ -89,6 +92,7 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
             if key in summary and key not in ("added", "removed"):
                 merged[key] = unique([*merged.get(key, []), *summary[key]])
         totals.update(summary.get("datablocks", {}))
+        orphans.update(summary.get("orphans_dropped", {}))
         for key in ("frame_changed", "mode_changed", "active_object"):
             if key in summary:
                 merged[key] = {"from": merged.get(key, summary[key])["from"], "to": summary[key]["to"]}
@@ -112,6 +116,8 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
         unseen["selection"] = 0
     if moved := {kind: n for kind, n in totals.items() if n}:
         merged["datablocks"] = moved
+    if orphans:
+        merged["orphans_dropped"] = dict(orphans)
     merged["changed"] = any(s.get("changed") for s in summaries) and any(k not in BOOKKEEPING for k in merged)
     if any(unseen[key] > 0 for key in FITTED if key in merged):
         merged["counts"] = {key: len(merged[key]) + max(unseen[key], 0) for key in FITTED if key in merged}
@@ -147,7 +153,12 @@ def _drop_round_trips(merged: Summary, key: str) -> None:
 def inverse(summary: Summary) -> Summary:
     """What taking `summary`'s change back does: additions removed, removals restored, renames reversed."""
     undone = Summary(revision=dict(summary["revision"]))
-    swaps = {"added": "removed", "removed": "added"}
+    swaps = {
+        "added": "removed",
+        "removed": "added",
+        "materials_given": "materials_taken",
+        "materials_taken": "materials_given",
+    }
     for key in LISTS:
         if key in summary:
             if key == "renamed":
@@ -192,6 +203,14 @@ def said(summary: dict[str, Any]) -> str:
         "unnamed_changed": "changed hidden or unused",
     }
     counts = summary.get("counts", {})
+    for key, verb, word in (("materials_given", "gave", "material"), ("materials_taken", "took", "material")):
+        by_material: dict[str, list[str]] = {}
+        for entry in summary.get(key, []):
+            by_material.setdefault(entry["material"], []).append(entry["object"])
+        for material, objects in by_material.items():
+            whole = counts.get(key, len(summary[key])) - len(summary[key]) + len(objects)
+            told = f"{verb} {_names(objects, whole)} {word} {material}"
+            parts.append(told if verb == "gave" else f"took material {material} from {_names(objects, whole)}")
     for key, verb in words.items():
         names = summary.get(key)
         if names:
@@ -203,6 +222,9 @@ def said(summary: dict[str, Any]) -> str:
         parts.append(
             "datablocks " + ", ".join(f"{kind} {'+' if n > 0 else ''}{n}" for kind, n in sorted(moved.items()))
         )
+    if orphans := summary.get("orphans_dropped"):
+        dropped = ", ".join(f"{n} {kind}" for kind, n in sorted(orphans.items()))
+        parts.append(f"left out unused datablocks ({dropped}: nothing used them, and a saved file keeps none)")
     for key, label in (("active_object", "active object"), ("mode_changed", "mode"), ("frame_changed", "frame")):
         if key in summary:
             parts.append(f"{label} {summary[key]['from']} -> {summary[key]['to']}")

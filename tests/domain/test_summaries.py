@@ -93,3 +93,17 @@ def test_said_names_three_and_counts_the_rest() -> None:
     assert said({"added": ["A", "B", "C", "D"]}) == "added A, B, C and 1 more"
     assert said({"selection": []}) == "selection now empty"
     assert said({}) == "nothing changed"
+
+
+def test_a_material_given_is_told_by_material_and_taken_back_by_its_inverse() -> None:
+    given = _span(0, 1, materials_given=[{"object": o, "material": "Wood"} for o in ("Chair", "Back", "Leg1", "Leg2")])
+    assert said(given) == "gave Chair, Back, Leg1 and 1 more material Wood"
+    undone = inverse(given)
+    assert "materials_given" not in undone and len(undone["materials_taken"]) == 4
+    assert undone["said"] == "took material Wood from Chair, Back, Leg1 and 1 more"
+
+
+def test_unused_datablocks_a_load_left_out_are_summed_and_told_as_such() -> None:
+    merged = merge([_span(0, 1, orphans_dropped={"materials": 2}), _span(1, 2, orphans_dropped={"materials": 1})])
+    assert merged["orphans_dropped"] == {"materials": 3}
+    assert "left out unused datablocks (3 materials" in merged["said"] and "-" not in merged["said"]
