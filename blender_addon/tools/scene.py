@@ -250,6 +250,12 @@ def _place(page: _Page, placed: dict[int, list[dict[str, Any]]], position: int, 
     return page.add(entry)
 
 
+TREE_DEPTH = 40
+"""Collections nested deeper than this are listed flat among the children of their ancestor at this depth, each
+naming the collection it is `inside`: JSON readers refuse deep nesting (the official SDK's, pydantic's, at a few
+hundred levels, where a user's tree of 1,200 nested collections failed the answer)."""
+
+
 def _tree(branches: tuple[scene_index.Branch, ...], placed: dict[int, list[dict[str, Any]]]) -> dict[str, Any] | None:
     """The collections from the first branch down, each with this page's objects; a subtree with none on the
     page and no objects at all is kept (it tells the model the collection exists), others are left out."""
@@ -258,24 +264,30 @@ def _tree(branches: tuple[scene_index.Branch, ...], placed: dict[int, list[dict[
     stack: list[tuple[int, dict[str, Any]]] = []
     root: dict[str, Any] | None = None
     occupied = _occupied(branches, placed)
+    path: list[str] = []
     for position, branch in enumerate(branches):
         while stack and stack[-1][0] >= branch.depth:
             stack.pop()
+        collection = branch.layer_collection.collection
+        del path[branch.depth :]
+        path.append(name_of(collection))
         if position not in occupied:
             continue
-        collection = branch.layer_collection.collection
         node = {
-            "name": name_of(collection),
+            "name": path[-1],
             "exclude": branch.layer_collection.exclude,
             "hide_viewport": collection.hide_viewport,  # the collection's own flag, as the official tool reads it
             "objects": placed.get(position, []),
             "children": [],
         }
+        if branch.depth > TREE_DEPTH:
+            node["inside"] = path[-2]  # shown among the children of its ancestor at TREE_DEPTH
         if stack:
             stack[-1][1]["children"].append(node)
         else:
             root = node
-        stack.append((branch.depth, node))
+        if branch.depth <= TREE_DEPTH:
+            stack.append((branch.depth, node))
     return root
 
 

@@ -99,20 +99,28 @@ def current(view_layer: Any) -> Index:
 
 
 def _build(view_layer: Any) -> Index:
-    branches: list[Branch] = []
-
-    def walk(layer_collection: Any, depth: int, start: int) -> int:
-        objects = layer_collection.collection.objects
-        count = len(objects)
-        slot = len(branches)
-        branches.append(Branch(layer_collection, depth, start, count, start))
-        end = start + count
-        for child in sorted(layer_collection.children, key=lambda item: item.name):
-            end = walk(child, depth + 1, end)
-        branches[slot] = Branch(layer_collection, depth, start, count, end)
-        return end
-
-    total = walk(view_layer.layer_collection, 0, 0)
+    """The view layer's collections in pre-order (children by name), each with its own objects' span and its
+    subtree's end; walked with a list, not recursion: a user's tree may be nested deeper than Python recurses."""
+    order: list[tuple[Any, int, int]] = []
+    stack = [(view_layer.layer_collection, 0)]
+    while stack:
+        layer_collection, depth = stack.pop()
+        order.append((layer_collection, depth, len(layer_collection.collection.objects)))
+        children = sorted(layer_collection.children, key=lambda item: item.name)
+        stack.extend((child, depth + 1) for child in reversed(children))
+    starts, total = [], 0
+    for _, _, count in order:
+        starts.append(total)
+        total += count
+    ends, open_branches = [total] * len(order), []  # a subtree ends where the next branch not below it starts
+    for position, (_, depth, _) in enumerate(order):
+        while open_branches and order[open_branches[-1]][1] >= depth:
+            ends[open_branches.pop()] = starts[position]
+        open_branches.append(position)
+    branches = [
+        Branch(layer_collection, depth, starts[position], count, ends[position])
+        for position, (layer_collection, depth, count) in enumerate(order)
+    ]
     return Index(revision(), tuple(branches), total, _by_type(branches))
 
 

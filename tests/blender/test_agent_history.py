@@ -1463,3 +1463,78 @@ def test_scene_changes_since_the_start_end_with_the_active_object_and_selection_
     assert told["active_object"]["to"] == active == "Leg1"
     assert told["selection"] == sorted(selected) == ["Leg4"]
     assert sorted(told["added"]) == ["Leg1", "Leg2", "Leg3", "Leg4"] and "removed" not in told
+
+
+CHAIR = (
+    "for i, name in enumerate(['Chair', 'Back', 'Leg1', 'Leg2', 'Leg3', 'Leg4']):\n"
+    "    bpy.ops.mesh.primitive_cube_add(location=(3 * i, 0, 0))\n"
+    "    bpy.context.active_object.name = name\n"
+)
+WOOD = (
+    "wood = bpy.data.materials.new('Wood')\n"
+    "for name in ['Chair', 'Back', 'Leg1', 'Leg2', 'Leg3', 'Leg4']:\n"
+    "    bpy.data.objects[name].data.materials.append(wood)\n"
+)
+
+
+def test_a_material_given_to_six_objects_is_told_as_given_to_them_alone_and_undone(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        await client.call_tool("execute_blender_code", {"code": CHAIR})
+        given = await client.call_tool("execute_blender_code", {"code": WOOD})
+        edited = await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.materials['Wood'].diffuse_color = (0.4, 0.2, 0.1, 1)"}
+        )
+        undone = await client.call_tool("undo_agent_steps", {"steps": 2})
+        return given, edited, undone
+
+    given, edited, undone = _calls(bridge, "2026-07-28", script)
+    told = given.structured["changes"]
+    assert {entry["object"] for entry in told["materials_given"]} == {"Chair", "Back", "Leg1", "Leg2", "Leg3", "Leg4"}
+    assert "gave Chair, Back, Leg1 and 3 more material Wood" in told["said"], told["said"]
+    assert not {"Light", "Camera", "Cube"} & set(told.get("shading_changed", [])), told
+    assert not any(name.startswith("node_groups/") for name in told.get("datablocks_changed", [])), told
+    reshaded = edited.structured["changes"]
+    assert set(reshaded["shading_changed"]) == {"Chair", "Back", "Leg1", "Leg2", "Leg3", "Leg4"}, reshaded
+    assert reshaded["datablocks_changed"] == ["materials/Wood"], reshaded
+    assert not undone.is_error and "took material Wood from" in undone.structured["changes"]["said"]
+    assert "Wood" not in bpy.data.materials or bpy.data.materials["Wood"].users == 0
+
+
+def test_a_restore_tells_unused_datablocks_the_file_left_out_as_such_not_as_losses(bridge: Any) -> None:
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": CHAIR + WOOD})
+        await client.call_tool("save_checkpoint", {"name": "wooden"})
+        await client.call_tool(
+            "execute_blender_code", {"code": "bpy.data.materials.new('Spare')\nbpy.data.materials.new('Spare2')"}
+        )
+        unused = _on_main(bridge, lambda: sum(m.users == 0 for m in bpy.data.materials))
+        return unused, await client.call_tool("restore_checkpoint", {"name": "wooden"})
+
+    unused, restored = _calls(bridge, "2026-07-28", script)
+    told = restored.structured["changes"]
+    assert unused >= 2 and told["orphans_dropped"] == {"materials": unused}, told
+    assert "materials" not in told.get("datablocks", {}), told
+    assert f"left out unused datablocks ({unused} materials" in told["said"]
+
+
+def test_collections_nested_deeper_than_python_recurses_are_summarised_and_their_changes_told(bridge: Any) -> None:
+    nest = (
+        "parent = bpy.context.scene.collection\n"
+        "for i in range(1200):\n"
+        "    child = bpy.data.collections.new(f'Level{i}')\n"
+        "    parent.children.link(child)\n"
+        "    parent = child\n"
+        "parent.objects.link(bpy.data.objects.new('Deepest', None))\n"
+    )
+
+    async def script(client: SdkClient) -> tuple[Any, Any, Any]:
+        nested = await client.call_tool("execute_blender_code", {"code": nest})
+        summary = await client.call_tool("get_objects_summary", {})
+        moved = await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Deepest'].location.x = 2"})
+        return nested, summary, moved
+
+    nested, summary, moved = _calls(bridge, "2026-07-28", script)
+    assert "unreadable" not in nested.structured["changes"] and nested.structured["changes"]["added"] == ["Deepest"]
+    assert not summary.is_error, summary.text[:500]
+    assert "Deepest" in summary.text and '"inside":"Level1198"' in summary.text.replace(' ', '')
+    assert moved.structured["changes"]["transformed"] == ["Deepest"]
