@@ -325,8 +325,7 @@ def _content_length(headers: dict[str, str], limits: HttpLimits) -> int:
     if not (raw.isascii() and raw.isdigit()):  # '²'.isdigit() is True, and int('²') raises
         raise HttpError(400, "invalid Content-Length")
     too_large = HttpError(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes")
-    if len(raw.lstrip("0")) > len(str(limits.max_body_bytes)):  # int() of over 4300 digits raises
+    digits = raw.lstrip("0") or "0"  # HTTP allows leading zeros; int() of over 4300 digits raises
+    if len(digits) > len(str(limits.max_body_bytes)) or int(digits) > limits.max_body_bytes:
         raise too_large
-    if int(raw) > limits.max_body_bytes:
-        raise too_large
-    return int(raw)
+    return int(digits)

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import h11
+import pytest
 
 from .conftest import Endpoint
 
@@ -104,9 +105,21 @@ def test_more_header_fields_than_the_limit_are_431_before_any_is_parsed(endpoint
     _still_serving(endpoint)
 
 
-def test_a_content_length_of_thousands_of_digits_is_413_not_a_crash(endpoint: Endpoint, caplog: Any) -> None:
-    reply = endpoint.raw(_head(endpoint, "9" * 5000))
+@pytest.mark.parametrize("digits", ["9" * 5000, "0" * 5000 + "9" * 12], ids=["nines", "leading zeros"])
+def test_a_content_length_of_thousands_of_digits_is_413_not_a_crash(
+    endpoint: Endpoint, caplog: Any, digits: str
+) -> None:
+    reply = endpoint.raw(_head(endpoint, digits))
     assert reply.startswith(b"HTTP/1.1 413 ") and b"exceeds the limit" in reply
+    assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
+    _still_serving(endpoint)
+
+
+def test_a_content_length_with_thousands_of_leading_zeros_is_read_as_its_number(
+    endpoint: Endpoint, caplog: Any
+) -> None:
+    reply = endpoint.raw(_head(endpoint, "0" * 5000 + "2") + b"{}")
+    assert reply.startswith(b"HTTP/1.1 ") and not reply.startswith(b"HTTP/1.1 5"), reply[:200]
     assert not [record for record in caplog.records if record.exc_info], "a traceback was logged"
     _still_serving(endpoint)
 
