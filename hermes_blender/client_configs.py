@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import errno
+import functools
 import json
 import os
 import re
@@ -275,10 +277,10 @@ def write_entry(
     """Merge the entry into `path`: other settings kept, a backup first, nothing touched if the file will not parse.
 
     The merge is a compare-and-swap, because a client rewrites its config whenever it likes and takes no lock: the
-    file is read, merged and written beside itself, then looked at again, and renamed over only if it is still the
-    file that was read; else the merge starts again from the new file. `racer` runs just before that second look,
-    where a client's rewrite would land (tests race a real process there). A symlinked config (stow, chezmoi,
-    home-manager) stays a link: its target is written. Every failure is a ConnectError.
+    file is read, merged and written beside itself, then looked at again, and put in its place only if it is still
+    the file that was read (`_swap`); else the merge starts again from the new file. `racer` runs just before that
+    second look, where a client's rewrite would land (tests race a real process there). A symlinked config (stow,
+    chezmoi, home-manager) stays a link: its target is written. Every failure is a ConnectError.
 
     Root writes a path that another user controls as that user (`_keeper`: effective uid, gid and groups switched for
     the merge), so the kernel refuses whatever the user could not do, whatever links they plant or swap meanwhile:
@@ -288,6 +290,7 @@ def write_entry(
     keeper: _Keeper | None = None
     try:
         keeper = _keeper(path) if os.name == "posix" and os.geteuid() == 0 else None
+        _renameat2()  # loaded before acting as the keeper, who may not read this Python's library
         with _acting_as(keeper):
             target = Path(os.path.realpath(path))
             elsewhere = os.path.realpath(path.parent) != str(target.parent)
@@ -578,25 +581,118 @@ def _toml_table(table: str, entry: Entry) -> str:
 def _swap(
     path: Path, data: bytes, seen: _Seen | None, racer: Callable[[], object] | None, keeper: _Keeper | None = None
 ) -> bool:
-    """Write beside the file, then rename over it if it is still the file the merge read (False: it changed).
+    """Write beside the file, then put it in the file's place if that is still the file the merge read (False: it
+    changed). A crash leaves the old file or the new one, never half.
 
-    A crash leaves the old file or the new one, never half. Between the last look and the rename another writer can
-    still slip in: no rename compares and swaps in one step, so the window is made as short as it can be.
+    No rename compares and swaps in one step, so another writer can still save between the last look and ours:
+    where the system can (`_exchange`), the two names are exchanged rather than one replaced, so the file we displaced
+    comes back to us; when it is not the one the merge read, it is given its place back at once (`_put_back`) and
+    the merge starts over from it, so its keys are never lost. Elsewhere the window is made as short as it can be.
     """
     _make_folders(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    aside = Path(temporary)
     try:
         _fill(handle, data, seen)
         if racer is not None:
             racer()
         if _look(path, keeper) != seen:
-            Path(temporary).unlink()
             return False
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+        if seen is None:
+            return _create(aside, path)
+        try:
+            exchanged = _exchange(aside, path)
+        except FileNotFoundError:
+            return False  # the client removed its config meanwhile: merge again, into nothing
+        if not exchanged:
+            os.replace(aside, path)
+            return True
+        if _unchanged(aside, seen):
+            return True
+        _put_back(aside, path, ours=_inode(path))
+        return False
+    finally:
+        aside.unlink(missing_ok=True)
+
+
+RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
+"""renameat2's flags (linux/fs.h)."""
+
+
+def _create(new: Path, path: Path) -> bool:
+    """Give `new` the name `path` only if nothing has it yet (False: a client made the file meanwhile)."""
+    try:
+        done = _rename2(new, path, RENAME_NOREPLACE)
+    except FileExistsError:
+        return False
+    if not done:
+        os.replace(new, path)
     return True
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap what the two names name, in one step; False where the system or the file system cannot."""
+    return _rename2(first, second, RENAME_EXCHANGE)
+
+
+def _rename2(source: Path, target: Path, flags: int) -> bool:
+    """Linux's renameat2; False where it is missing or the file system does not take `flags` (an OSError else). A
+    refusal is also left to the plain rename, which says it again when it is the file's (a sandbox may refuse the
+    call itself)."""
+    call = _renameat2()
+    if call is None:
+        return False
+    import ctypes
+
+    if call(-100, os.fsencode(source), -100, os.fsencode(target), flags) == 0:  # -100: AT_FDCWD
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(code, os.strerror(code), str(target))
+
+
+@functools.cache
+def _renameat2() -> Callable[[int, bytes, int, bytes, int], int] | None:
+    """libc's renameat2 (Linux; glibc 2.28, musl 1.1.20), None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        call = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = (ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint)
+    call.restype = ctypes.c_int
+    return call
+
+
+def _inode(path: Path) -> tuple[int, int]:
+    status = os.lstat(path)
+    return status.st_dev, status.st_ino
+
+
+def _unchanged(displaced: Path, seen: _Seen) -> bool:
+    """Whether the file our exchange displaced is the one the merge read: the same inode, not written since (a
+    rename changes its ctime, not its mtime), the same bytes (a rewrite within one tick of the clock)."""
+    status = os.lstat(displaced)
+    if (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns) != seen.identity[:4]:
+        return False
+    return read_small_file(displaced, CONFIG_LIMIT) == seen.data
+
+
+def _put_back(displaced: Path, path: Path, ours: tuple[int, int]) -> None:
+    """Exchange again, so the file a writer saved in the microseconds before our exchange has its name back.
+
+    Should a writer save once more in the microseconds between the two exchanges, what comes back is not ours but
+    their newer file, which is given the name in turn; what is left at `displaced` is what we put there last."""
+    for _ in range(ATTEMPTS):
+        returning = _inode(displaced)
+        _exchange(displaced, path)
+        if _inode(displaced) == ours:
+            return
+        ours = returning
 
 
 def _make_folders(folder: Path) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from hermes_blender.cli import main
 from hermes_blender.client_configs import ATTEMPTS, CLIENTS, Launch, write_entry
 from hermes_blender.errors import ConnectError
 from tests.other_user import AS_NOBODY, OtherUser, needs_a_made_user, needs_another_user
@@ -95,6 +96,59 @@ def test_a_config_that_never_stops_changing_is_left_to_its_client(tmp_path: Path
         )
     assert json.loads(path.read_text()) == {f"k{n}": True for n in range(ATTEMPTS)}
     assert [p.name for p in tmp_path.iterdir()] == [path.name]  # no backup, no temporary file
+
+
+_HAMMERING_CLIENT = """
+import json, os, random, sys, time
+path, stop = sys.argv[1:]
+saves = 0
+while not os.path.exists(stop):
+    with open(path) as file:
+        settings = json.load(file)
+    if settings.get("saves", 0) < saves:  # our last save is not in the file (yet): never save over its loss
+        time.sleep(0.001)
+        continue
+    saves += 1
+    settings["saves"] = saves
+    with open(path + ".saving", "w") as file:  # as Claude Code and Gemini CLI save: a new file renamed over
+        file.write(json.dumps(settings))
+    os.replace(path + ".saving", path)
+    if saves == 1:
+        print("saving", flush=True)
+    time.sleep(random.random() / 500)
+print(saves, flush=True)
+"""
+
+
+@pytest.mark.timeout(300)  # 300 merges beside a client that saves every millisecond or two, on a loaded machine
+def test_a_client_saving_its_config_all_the_while_loses_no_save_to_many_connects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A client of its own process saves its config every millisecond or two (a new file renamed over the old),
+    while `connect --write` merges into it again and again: every save stays in the file. Each save counts up one
+    key, and the client saves again only once its last save is back in the file, so a save that connect's rename
+    ever replaced stops the count there (a client's save in the microseconds before connect's rename was lost about
+    once in 40 writes before connect exchanged the two files and gave such a save its place back)."""
+    path, stop = tmp_path / "settings.json", tmp_path / "stop"
+    path.write_text('{"theme": "dark"}')
+    client = subprocess.Popen([sys.executable, "-c", _HAMMERING_CLIENT, str(path), str(stop)], stdout=subprocess.PIPE)
+    assert client.stdout is not None
+    try:
+        assert client.stdout.readline() == b"saving\n"
+        written = runs = 0
+        while written < 300:
+            command = f"/opt/{runs % 2}/hermes-blender"  # another entry each time, so that each run writes
+            written += main(["connect", "gemini", "--write", "--config", str(path), "--command", command]) == 0
+            runs += 1
+            assert runs < 3000, "connect could not write among the client's saves"
+    finally:
+        stop.touch()
+        saves = int(client.communicate(timeout=60)[0])
+    capsys.readouterr()
+    after = json.loads(path.read_text())
+    assert after["saves"] == saves and after["theme"] == "dark"
+    assert main(["connect", "gemini", "--write", "--config", str(path), "--command", COMMAND]) == 0
+    assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
 
 
 @needs_another_user
