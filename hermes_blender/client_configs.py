@@ -408,7 +408,8 @@ def _look(path: Path, keeper: _Keeper | None = None) -> _Seen | None:
     """The file now, or None when there is none; anything but a readable regular file is an OSError, never a hang.
 
     Its stat is the opened file's, so it describes the bytes read. When root acts as a user, a file of anyone else
-    (a link or hard link to root's) is refused: its bytes would land in a backup that user owns."""
+    (a link or hard link to root's) is refused: its bytes would land in a backup that user owns. A file with hard
+    links is refused too: the new file would take this name only, and the other names keep the old one."""
     opened: list[os.stat_result] = []
 
     def check(status: os.stat_result) -> None:
@@ -417,6 +418,12 @@ def _look(path: Path, keeper: _Keeper | None = None) -> _Seen | None:
             raise ConnectError(
                 f"{path} belongs to uid {status.st_uid}, not to uid {keeper.uid} who owns {keeper.where} "
                 "(root writes it as that user): nothing was changed"
+            )
+        if status.st_nlink > 1:
+            raise ConnectError(
+                f"{path} has {status.st_nlink} hard links, and a merge writes a new file that only this name would "
+                "see: nothing was changed; make the other names symbolic links, or add the entry printed without "
+                "--write by hand"
             )
 
     try:

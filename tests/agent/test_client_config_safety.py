@@ -151,6 +151,19 @@ def test_a_client_saving_its_config_all_the_while_loses_no_save_to_many_connects
     assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
 
 
+@posix_only
+def test_a_hard_linked_config_is_refused_and_every_name_keeps_the_same_file(tmp_path: Path) -> None:
+    """A rename gives one name a new file and leaves the other names the old one: the link would split silently."""
+    path, other = tmp_path / "mcp.json", tmp_path / "dotfiles-mcp.json"
+    path.write_text('{"theme": "dark"}')
+    os.link(path, other)
+    before = _state(tmp_path)
+    done = _connect("cursor", "--write", "--config", str(path), "--command", COMMAND)
+    assert done.returncode == 2 and done.stdout == "" and done.stderr.count("\n") == 1, done
+    assert "has 2 hard links" in done.stderr and "nothing was changed" in done.stderr, done.stderr
+    assert _state(tmp_path) == before and path.stat().st_ino == other.stat().st_ino
+
+
 @needs_another_user
 def test_run_as_root_in_a_users_home_the_config_keeps_its_owner_group_and_mode() -> None:
     """`sudo -E hermes-blender connect ... --write`: root writes the user's ~/.claude.json, which holds their sign-in."""
