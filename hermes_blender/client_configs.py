@@ -294,6 +294,7 @@ def write_entry(
         with _acting_as(keeper):
             target = Path(os.path.realpath(path))
             elsewhere = os.path.realpath(path.parent) != str(target.parent)
+            _remove_stale_temporaries(target)
             for _ in range(ATTEMPTS):
                 seen = _look(target, keeper)
                 text = _merged(client, client.entry(launch), seen, target)
@@ -597,7 +598,7 @@ def _swap(
     the merge starts over from it, so its keys are never lost. Elsewhere the window is made as short as it can be.
     """
     _make_folders(path.parent)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
     aside = Path(temporary)
     try:
         _fill(handle, data, seen)
@@ -620,6 +621,28 @@ def _swap(
         return False
     finally:
         aside.unlink(missing_ok=True)
+
+
+def _temporary_prefix(path: Path) -> str:
+    """How the files a merge writes beside `path` begin: named for this process, which a SIGKILL stops before it can
+    remove them (`_remove_stale_temporaries`)."""
+    return f".{path.name}.connect-{os.getpid()}-"
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Remove the files beside `path` that a connect killed mid-write left (its pid is gone): a new file not yet in
+    place, or the old one an exchange had just displaced (the backup keeps its bytes). A pid alive is left alone,
+    whoever has it now."""
+    pattern = re.compile(re.escape(f".{path.name}.connect-") + r"(\d+)-\w+\.tmp")
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return  # a clean-up: the merge goes on without it (a folder this user may write but not list)
+    for name in names:
+        found = pattern.fullmatch(name)
+        if found and not HostFacts().pid_alive(int(found.group(1))):
+            with contextlib.suppress(OSError):
+                (path.parent / name).unlink()
 
 
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2

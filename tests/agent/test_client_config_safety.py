@@ -164,6 +164,41 @@ def test_a_hard_linked_config_is_refused_and_every_name_keeps_the_same_file(tmp_
     assert _state(tmp_path) == before and path.stat().st_ino == other.stat().st_ino
 
 
+_KILLED_MID_WRITE = """
+import sys, time
+from pathlib import Path
+from hermes_blender.client_configs import CLIENTS, Launch, write_entry
+
+def wait_to_be_killed() -> None:
+    print("writing", flush=True)  # its new file is written beside the config, not yet in its place
+    time.sleep(600)
+
+write_entry(CLIENTS["cursor"], Launch("/opt/old/hermes-blender", ("mcp",), "toolkit"), Path(sys.argv[1]),
+            racer=wait_to_be_killed)
+"""
+
+
+@posix_only
+def test_the_temporary_file_of_a_connect_killed_mid_write_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """SIGKILL cannot be caught: a killed connect's file beside the config is named for its process, and the next
+    connect removes such files of processes that are gone, never one of a connect still at work."""
+    path = tmp_path / "mcp.json"
+    path.write_text('{"theme": "dark"}')
+    at_work = tmp_path / f".mcp.json.connect-{os.getpid()}-abcd1234.tmp"  # this process is alive
+    at_work.write_text("{}")
+    killed = subprocess.Popen([sys.executable, "-c", _KILLED_MID_WRITE, str(path)], stdout=subprocess.PIPE, text=True)
+    assert killed.stdout is not None and killed.stdout.readline() == "writing\n"
+    killed.kill()
+    killed.wait(timeout=60)
+    backups = set(tmp_path.glob("mcp.json.bak-*"))
+    left = set(tmp_path.iterdir()) - {path, at_work, *backups}
+    assert len(left) == 1 and json.loads(left.pop().read_text())["mcpServers"]["blender"]["args"] == ["mcp"]
+    done = _connect("cursor", "--write", "--config", str(path), "--command", COMMAND)
+    assert done.returncode == 0, done.stderr
+    assert set(tmp_path.iterdir()) - set(tmp_path.glob("mcp.json.bak-*")) == {path, at_work}
+    assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
+
+
 @needs_another_user
 def test_run_as_root_in_a_users_home_the_config_keeps_its_owner_group_and_mode() -> None:
     """`sudo -E hermes-blender connect ... --write`: root writes the user's ~/.claude.json, which holds their sign-in."""
