@@ -86,6 +86,12 @@ class Checkpoints:
         """Write the open file as checkpoint `name` (replacing one of that name); then the folder is bounded,
         never dropping this one nor `keep` (the checkpoint a restore is about to load)."""
         check_name(name)
+        if not rescue and name.lower().startswith(RESCUE_PREFIX):
+            raise ToolError(
+                f"names starting with {RESCUE_PREFIX!r} are the rescue checkpoints' (each holds what a restore "
+                "replaced, perhaps its only copy); choose another name. Nothing was saved",
+                state="invalid_checkpoint_name",
+            )
         folder = self.folder
         final = folder / f"{name}{SUFFIX}"
         partial = folder / f".{name}.{os.getpid()}.partial{SUFFIX}"
@@ -166,8 +172,9 @@ class Checkpoints:
         checkpoint of a never-saved session is loaded from a copy in `unsaved/`, so a save lands there, never
         over the checkpoint."""
         source = self.folder / f"{record.name}{SUFFIX}"
-        if not record.file:
-            source = self._unsaved_copy(source, record.name)
+        here = self._user_file()
+        if record.file != here or not here:  # loaded from a copy that returns to the open file's path, if any
+            source = self._unsaved_copy(source, record.name, returns_to=here if record.file else None)
         try:
             with window():
                 result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)
@@ -182,26 +189,41 @@ class Checkpoints:
             self._drop_untouched_copies()
         except Exception as exc:  # the checkpoint is loaded: a tidy-up that failed must not say the restore did
             log.logger.warning("checkpoints: the unsaved copies were not tidied (%s)", _why(exc))
-        return bool(record.file) and bpy.data.filepath == record.file
+        return bool(here) and bpy.data.filepath == here
 
-    def _unsaved_copy(self, source: Path, name: str) -> Path:
-        """A new copy of `source` in `unsaved/`, noted as written (`UNTOUCHED`)."""
+    def _unsaved_copy(self, source: Path, name: str, returns_to: str | None) -> Path:
+        """A new copy of `source` in `unsaved/`, noted as written (`UNTOUCHED`); a checkpoint of another file
+        `returns_to` the open file's path ("": the copy's own), so loading it never moves where the next save goes
+        (it would go over that other file's newer work)."""
         copies = self.folder / UNSAVED
         copy = copies / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}-{time.time_ns() // 1000 % 10**6:06d}{SUFFIX}"
+        made = False  # only a file this call made is removed when it fails: never one someone put at its name
         try:
             own_folder(copies)
-            with open(source, "rb") as reading, open(os.open(copy, _NEW_FILE, 0o600), "wb") as writing:
-                shutil.copyfileobj(reading, writing)
+            with open(source, "rb") as reading:
+                fd = os.open(copy, _NEW_FILE, 0o600)
+                made = True
+                with open(fd, "wb") as writing:
+                    shutil.copyfileobj(reading, writing)
+            if returns_to is not None:
+                blend_header.set_original_path(copy, returns_to)
             _write_json(_note_of(copy), {"pid": os.getpid(), "stamp": _stamp(copy)})
-        except (OSError, NotOwnFolder) as exc:
-            with contextlib.suppress(OSError):
-                copy.unlink()
+        except (OSError, NotOwnFolder, blend_header.UnknownLayout) as exc:
+            if made:
+                with contextlib.suppress(OSError):
+                    copy.unlink()
             raise ToolError(
                 f"the checkpoint {name!r} could not be copied into {copies} to be loaded: {_why(exc)}. The scene is "
                 "untouched",
                 state="checkpoint_not_loaded",
             ) from None
         return copy
+
+    def drop(self, name: str) -> None:
+        """Delete checkpoint `name` (a rescue whose restore failed: it holds nothing a restore replaced)."""
+        for suffix in (SUFFIX, ".json"):
+            with contextlib.suppress(OSError):
+                (self.folder / f"{name}{suffix}").unlink()
 
     def saved(self, path: str) -> None:
         """The user saved the open file: when it is a copy of ours, it is their work from now on (its note goes).
@@ -274,9 +296,7 @@ class Checkpoints:
                 break
             if record.name in keep:
                 continue
-            for suffix in (SUFFIX, ".json"):
-                with contextlib.suppress(OSError):
-                    (self.folder / f"{record.name}{suffix}").unlink()
+            self.drop(record.name)
             records.remove(record)
             total -= record.size
 

@@ -103,7 +103,11 @@ def restore_checkpoint(arguments: dict[str, Any], job: JobContext) -> dict[str, 
     rescue = job.checkpoints.save_rescue(job.changes.revision, keep=record.name)
     user_file = bpy.data.filepath
     job.changes.expect_load(f"restored checkpoint {record.name}")
-    loaded = job.checkpoints.load(record)
+    try:
+        loaded = job.checkpoints.load(record)
+    except ToolError:
+        job.checkpoints.drop(rescue.name)  # nothing was replaced: a retry must not push real checkpoints out
+        raise
     job.history.restored(f"restored checkpoint {record.name}")
     answer = {
         "status": "ok",

@@ -1536,5 +1536,47 @@ def test_collections_nested_deeper_than_python_recurses_are_summarised_and_their
     nested, summary, moved = _calls(bridge, "2026-07-28", script)
     assert "unreadable" not in nested.structured["changes"] and nested.structured["changes"]["added"] == ["Deepest"]
     assert not summary.is_error, summary.text[:500]
-    assert "Deepest" in summary.text and '"inside":"Level1198"' in summary.text.replace(' ', '')
+    assert "Deepest" in summary.text and '"inside":"Level1198"' in summary.text.replace(" ", "")
     assert moved.structured["changes"]["transformed"] == ["Deepest"]
+
+
+def test_a_restore_of_another_files_checkpoint_leaves_the_users_next_save_where_it_was(
+    bridge: Any, tmp_path: Path
+) -> None:
+    other, mine = tmp_path / "other.blend", tmp_path / "mine.blend"
+
+    async def script(client: SdkClient) -> tuple[Any, Any, str]:
+        def code(text: str) -> Any:
+            return client.call_tool("execute_blender_code", {"code": text})
+
+        await code(f"bpy.data.objects['Cube'].name = 'OtherCube'\nbpy.ops.wm.save_as_mainfile(filepath={str(other)!r})")
+        await client.call_tool("save_checkpoint", {"name": "other-project"})
+        other_before = hashlib.sha256(other.read_bytes()).hexdigest()
+        await code(
+            f"bpy.ops.wm.read_homefile(use_factory_startup=True)\nbpy.ops.wm.save_as_mainfile(filepath={str(mine)!r})"
+        )
+        restored = await client.call_tool("restore_checkpoint", {"name": "other-project"})
+        saved = await code("bpy.ops.wm.save_mainfile()\nresult = {'file': bpy.data.filepath}")
+        return restored, saved, other_before
+
+    restored, saved, other_before = _calls(bridge, "2026-07-28", script)
+    assert not restored.is_error, restored.text
+    assert restored.structured["file"] == str(mine) and restored.structured["file_unchanged"] is True
+    assert saved.structured["result"]["file"] == str(mine)
+    assert hashlib.sha256(other.read_bytes()).hexdigest() == other_before  # the other project's file untouched
+    assert "OtherCube" in bpy.data.objects
+
+
+def test_a_restore_that_fails_keeps_no_rescue_and_a_save_may_not_take_a_rescues_name(bridge: Any) -> None:
+    async def script(client: SdkClient) -> tuple[Any, ...]:
+        saved = await client.call_tool("save_checkpoint", {"name": "broken"})
+        Path(saved.structured["folder"], "broken.blend").write_bytes(b"BLENDER-v500" + bytes(64))
+        failed = [await client.call_tool("restore_checkpoint", {"name": "broken"}) for _ in range(3)]
+        listed = await client.call_tool("list_checkpoints", {})
+        taken = await client.call_tool("save_checkpoint", {"name": "Rescue-20260101-000000-000"})
+        return failed, listed, taken
+
+    failed, listed, taken = _calls(bridge, "2026-07-28", script)
+    assert all(answer.is_error and "checkpoint_not_loaded" in answer.text for answer in failed), failed[0].text
+    assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["broken"]
+    assert taken.is_error and "invalid_checkpoint_name" in taken.text and "rescue" in taken.text

@@ -287,8 +287,9 @@ def test_a_checkpoints_note_is_never_written_through_a_link_or_over_a_file_at_it
     assert [entry["name"] for entry in listed["checkpoints"]] == ["first"]
 
 
-def test_a_restores_copy_of_an_unsaved_sessions_checkpoint_is_never_written_through_a_link(
-    bridge: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+@pytest.mark.parametrize("planted", ["a link", "a file"])
+def test_a_restores_copy_of_an_unsaved_sessions_checkpoint_is_never_written_through_a_link_nor_over_a_file(
+    bridge: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, planted: str
 ) -> None:
     checkpoints = _module("checkpoints")
     assert bpy.data.filepath == ""  # a never-saved session: a restore loads a copy made in `unsaved/`
@@ -299,7 +300,10 @@ def test_a_restores_copy_of_an_unsaved_sessions_checkpoint_is_never_written_thro
     victim.write_text("someone else's file\n")
     _fixed_clock(monkeypatch, checkpoints)
     copy = folder / checkpoints.UNSAVED / f"draft-{FIXED_STAMP}-{FIXED_NS // 1000 % 10**6:06d}.blend"
-    copy.symlink_to(victim)
+    if planted == "a link":
+        copy.symlink_to(victim)
+    else:
+        copy.write_text("a file someone put there\n")
     before = _digest(victim)
     bpy.data.objects.remove(bpy.data.objects["Cube"])
     scene = sorted(bpy.data.objects.keys())
@@ -308,6 +312,7 @@ def test_a_restores_copy_of_an_unsaved_sessions_checkpoint_is_never_written_thro
 
     assert refused.is_error and '"state":"checkpoint_not_loaded"' in refused.content[0]["text"], refused.content
     assert _digest(victim) == before
+    assert copy.is_symlink() if planted == "a link" else copy.read_text() == "a file someone put there\n"
     assert sorted(bpy.data.objects.keys()) == scene  # nothing was loaded
 
 
