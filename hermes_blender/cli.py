@@ -170,15 +170,23 @@ def _serve(args: argparse.Namespace) -> int:
     runtime_file = _expand(args.runtime_file)
     lab_port = None if args.no_lab else args.lab_port
     stop = _stop_requests()  # before Blender starts: a signal during start-up must still stop it cleanly
-    if args.log_file == _default_serve_log():
-        _private_folder(args.log_file.parent)
-    blender = HeadlessBlender(runtime_file, blend=args.blend, port=args.port, lab_port=lab_port, log_file=args.log_file)
+    blender = HeadlessBlender(
+        runtime_file,
+        blend=args.blend,
+        port=args.port,
+        lab_port=lab_port,
+        log_file=args.log_file,
+        private_log_folder=args.log_file == _default_serve_log(),
+    )
     try:
         with blender:
             endpoint = blender.endpoint
             assert endpoint is not None
             _progress(f"Blender (pid {endpoint.pid}) serves MCP at {endpoint.url}")
-            _progress(f"log: {blender.log_path}")
+            if blender.log_refusal is None:
+                _progress(f"log: {blender.log_path}")
+            else:
+                _warning(f"{blender.log_refusal}; serving without a log file")
             _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
             while (code := blender.exit_code()) is None and not stop.wait(0.2):
                 pass
@@ -314,7 +322,10 @@ def _mcp(args: argparse.Namespace) -> int:
         return EXIT_FAILURE
     handlers: list[logging.Handler] = [logging.StreamHandler()]  # stderr: stdout is the protocol
     if args.log_file is not None:
-        handlers.append(LogFileHandler(_expand(str(args.log_file))))
+        kept = LogFileHandler(_expand(str(args.log_file)))
+        if kept.refusal is not None:
+            _warning(f"{kept.refusal}; logging to stderr only")
+        handlers.append(kept)
     for handler in handlers:
         handler.setFormatter(_Redacting("%(asctime)s hermes-blender mcp: %(levelname)s: %(message)s"))
     logging.basicConfig(level=logging.WARNING, handlers=handlers)
@@ -491,12 +502,6 @@ def _require_bpy() -> None:
         )
 
 
-def _private_folder(folder: Path) -> None:
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if sys.platform != "win32" and folder.stat().st_uid == os.geteuid():
-        folder.chmod(0o700)
-
-
 def _default_serve_log() -> Path:
     """In a folder of its own, made owner-only (a log of a chosen path leaves its folder as it is)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -518,6 +523,10 @@ class _Redacting(logging.Formatter):
 
 def _progress(message: str) -> None:
     print(printable(REDACTOR.redact(message)), file=sys.stderr, flush=True)
+
+
+def _warning(message: str) -> None:
+    print(f"hermes-blender: warning: {printable(REDACTOR.redact(message))}", file=sys.stderr, flush=True)
 
 
 def _error(message: str) -> None:

@@ -42,3 +42,8 @@ class AddonPackageError(BlenderBridgeError):
 
 class ConnectError(BlenderBridgeError):
     """A client's config could not be written (or the stdio server has no executable to name); nothing changed."""
+
+
+class UnsafeFolder(BlenderBridgeError):
+    """A folder the toolkit will not write its own files into (pictures, a log): a link, or another user may change
+    it. The message says which folder and why."""

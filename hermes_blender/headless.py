@@ -57,13 +57,16 @@ class HeadlessBlender:
         lab_port: int | None = None,
         startup_timeout: float = 120.0,
         log_file: Path | None = None,
+        private_log_folder: bool = False,
     ) -> None:
+        """`private_log_folder`: `log_file`'s folder is the toolkit's own, made 0700 also when it was not."""
         self.runtime_file = runtime_file
         self._blend = blend
         self._port = port
         self._lab_port = lab_port
         self._startup_timeout = startup_timeout
         self._log_file = log_file
+        self._private_log_folder = private_log_folder
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
         self._process: subprocess.Popen[bytes] | None = None
         self._console: ConsoleLog | None = None
@@ -79,6 +82,11 @@ class HeadlessBlender:
     def log_path(self) -> Path:
         """Blender's console (the bridge logs there too); a temp file unless the caller chose where it is kept."""
         return self._log_file or Path(self._workdir.name) / "blender.log"
+
+    @property
+    def log_refusal(self) -> str | None:
+        """Why Blender's console is not kept in `log_path` (a link or another user's folder on the way); None: it is."""
+        return self._console.refusal if self._console is not None else None
 
     def start(self) -> LiveEndpoint:
         if not (ADDON_SOURCE / "blender_manifest.toml").is_file():
@@ -99,7 +107,7 @@ class HeadlessBlender:
         command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         env = {k: v for k, v in os.environ.items() if k not in USER_FOLDER_OVERRIDES}
         env.update(BLENDER_USER_RESOURCES=str(private_user_folder(work / "user")), PYTHONUNBUFFERED="1")
-        self._console = ConsoleLog(self.log_path)
+        self._console = ConsoleLog(self.log_path, private_folder=self._private_log_folder)
         try:
             self._process = subprocess.Popen(
                 command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=work
@@ -173,10 +181,10 @@ class HeadlessBlender:
         return published_fields(_own_record(self.runtime_file, pid)).get("pid") == pid
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return "(no output)"
+        """Blender's last lines, as the console log kept them in memory: never read back through the log's path,
+        which may name another file than the one written (a link planted after the log was refused)."""
+        kept = list(self._console.tail) if self._console is not None else []
+        text = b"".join(kept).decode("utf-8", errors="replace")
         return "\n".join(text.splitlines()[-lines:]) or "(no output)"
 
     def close(self) -> None:

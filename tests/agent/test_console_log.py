@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import shutil
 import stat
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from hermes_blender.console_log import ConsoleLog
+from tests.other_user import OtherUser, needs_a_made_user
+
+pytestmark = pytest.mark.timeout(120)
 
 LINE = b"hermes_bridge: WARNING: refused HTTP 404 from peer port 51234: no such path\n"
 
@@ -42,3 +48,45 @@ def test_the_console_log_is_owner_only_also_one_an_older_version_left_readable(t
     console.close()
     assert stat.S_IMODE(old.stat().st_mode) == 0o600
     assert stat.S_IMODE(old.with_name("old.log.1").stat().st_mode) == 0o600
+
+
+@pytest.fixture
+def planted_home(other_user: OtherUser) -> Iterator[tuple[Path, Path]]:
+    """A home of the made user (in a folder of root's every user may enter), in which that user, as themselves, has
+    linked ~/.cache/hermes-blender/serve.log to a file of root's (0644, in a folder only root may write to): the
+    home and root's file."""
+    outer = Path(tempfile.mkdtemp(prefix="bb-planted-"))
+    try:
+        outer.chmod(0o755)
+        home, roots = outer / "home", outer / "roots"
+        home.mkdir()
+        roots.mkdir(0o755)
+        shutil.chown(home, other_user.uid, other_user.gid)
+        (roots / "app.conf").write_text("root's own settings\n")
+        (roots / "app.conf").chmod(0o644)
+        log = home / ".cache" / "hermes-blender" / "serve.log"
+        for command in (["mkdir", "-p", str(log.parent)], ["ln", "-s", str(roots / "app.conf"), str(log)]):
+            subprocess.run([*other_user.run_as, *command], check=True, timeout=60)
+        yield home, roots / "app.conf"
+    finally:
+        shutil.rmtree(outer)
+
+
+@needs_a_made_user
+def test_root_keeps_no_log_in_another_users_home_and_never_writes_or_chmods_through_their_link(
+    planted_home: tuple[Path, Path],
+) -> None:
+    """`sudo -E hermes-blender serve`: root's log in the user's ~/.cache followed the link they planted there,
+    appended Blender's console to root's file and made it 0600. Now the log is not kept, and says why; the pipe is
+    still read to its end (a child would block on a full one) and its last lines are kept in memory."""
+    home, roots_file = planted_home
+    console = ConsoleLog(home / ".cache" / "hermes-blender" / "serve.log")
+    child = subprocess.Popen([sys.executable, "-c", "print('Blender says hello')"], stdout=subprocess.PIPE)
+    assert child.stdout is not None
+    console.follow(child.stdout)
+    assert child.wait(60) == 0
+    console.close()
+    assert roots_file.read_text() == "root's own settings\n" and stat.S_IMODE(roots_file.stat().st_mode) == 0o644
+    assert console.refusal is not None and f"{home} (on the way to" in console.refusal, console.refusal
+    assert "belongs to another user" in console.refusal
+    assert list(console.tail) == [b"Blender says hello\n"]

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import stat
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,6 +19,7 @@ import psutil
 import pytest
 
 from hermes_blender.headless import HeadlessBlender
+from tests.other_user import OtherUser, needs_a_made_user
 
 CLI = [sys.executable, "-m", "hermes_blender.cli"]
 
@@ -132,14 +136,22 @@ def test_mcp_refuses_a_file_to_pin_whose_name_is_not_utf8_and_says_to_pin_by_pid
 
 
 @contextmanager
-def _serving(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
-    """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running."""
+def _serving(tmp_path: Path, *, log: bool = True, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+    """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running.
+    Without `log`, Blender's console goes where serve keeps it by default."""
     serve = subprocess.Popen(
-        [*CLI, "serve", "--runtime-file", str(tmp_path / "server.json"), "--log-file", str(tmp_path / "serve.log")],
+        [
+            *CLI,
+            "serve",
+            "--runtime-file",
+            str(tmp_path / "server.json"),
+            *(["--log-file", str(tmp_path / "serve.log")] if log else []),
+        ],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env=env,
     )
     try:
         yield serve
@@ -161,10 +173,7 @@ def _assert_clean_stop(serve: subprocess.Popen[str], code: int, tmp_path: Path) 
 @pytest.mark.parametrize("how", ["Ctrl+C to the whole group", "SIGTERM", "stdin closed"])
 def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> None:
     with _serving(tmp_path) as serve:
-        deadline = time.monotonic() + 120
-        while not (tmp_path / "server.json").exists():
-            assert time.monotonic() < deadline and serve.poll() is None, "serve never published"
-            time.sleep(0.05)
+        _until_published(serve, tmp_path / "server.json")
         if how.startswith("Ctrl+C"):
             os.killpg(serve.pid, signal.SIGINT)  # the terminal sends it to Blender's child too
         elif how == "SIGTERM":
@@ -174,6 +183,55 @@ def test_serve_stops_cleanly_however_it_is_told_to(tmp_path: Path, how: str) -> 
             serve.stdin.close()
         code = serve.wait(60)
     _assert_clean_stop(serve, code, tmp_path)
+
+
+def _until_published(serve: subprocess.Popen[str], runtime_file: Path) -> None:
+    deadline = time.monotonic() + 120
+    while not runtime_file.exists():
+        assert time.monotonic() < deadline and serve.poll() is None, "serve never published"
+        time.sleep(0.05)
+
+
+@pytest.fixture
+def planted_home(other_user: OtherUser) -> Iterator[tuple[Path, Path]]:
+    """A home of the made user, in which that user, as themselves, has linked ~/.cache/hermes-blender/serve.log to
+    a file of root's (0644): the home and root's file."""
+    outer = Path(tempfile.mkdtemp(prefix="bb-planted-"))
+    try:
+        outer.chmod(0o755)
+        home, roots_file = outer / "home", outer / "app.conf"
+        home.mkdir()
+        shutil.chown(home, other_user.uid, other_user.gid)
+        roots_file.write_text("root's own settings\n")
+        roots_file.chmod(0o644)
+        log = home / ".cache" / "hermes-blender" / "serve.log"
+        for command in (["mkdir", "-p", str(log.parent)], ["ln", "-s", str(roots_file), str(log)]):
+            subprocess.run([*other_user.run_as, *command], check=True, timeout=60)
+        yield home, roots_file
+    finally:
+        shutil.rmtree(outer)
+
+
+@needs_a_made_user
+@pytest.mark.timeout(300)
+def test_serve_as_root_in_another_users_home_writes_no_log_through_their_link_and_serves_on(
+    tmp_path: Path, planted_home: tuple[Path, Path]
+) -> None:
+    """`sudo -E hermes-blender serve`: its default log lies in the user's ~/.cache, where the user linked it to
+    root's file, which serve appended Blender's console to and made 0600. It says why it keeps no log, and serves."""
+    home, roots_file = planted_home
+    env = {key: value for key, value in os.environ.items() if key != "XDG_CACHE_HOME"}
+    with _serving(tmp_path, log=False, env={**env, "HOME": str(home)}) as serve:
+        _until_published(serve, tmp_path / "server.json")
+        os.kill(serve.pid, signal.SIGTERM)
+        code = serve.wait(60)
+    assert serve.stderr is not None
+    said = serve.stderr.read()
+    assert code == 0 and not (tmp_path / "server.json").exists(), said
+    assert roots_file.read_text() == "root's own settings\n" and stat.S_IMODE(roots_file.stat().st_mode) == 0o644
+    log = home / ".cache" / "hermes-blender" / "serve.log"
+    assert f"hermes-blender: warning: the log is not kept in {log}: {home} (on the way to" in said, said
+    assert "serving without a log file" in said
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups")
