@@ -153,11 +153,15 @@ class HeadlessBlender:
         The bridge ends a stop within a second even when a job will not (it withdraws its file and exits), but
         not when a job holds Python itself (a C loop that never lets go of the GIL, or code that ignores the
         stop): then, `timeout` seconds on, Blender is killed and its runtime file withdrawn here, so none is left
-        behind. A Blender whose bridge has stopped is given EXIT_TIMEOUT more to exit as it likes.
+        behind. A Blender whose bridge has stopped is given EXIT_TIMEOUT more to exit as it likes. One that had
+        exited before it was asked to stop (killed, crashed) could not withdraw its runtime file: it is withdrawn
+        here, if it still names that pid.
         """
         process, self._process = self._process, None
         if process is None:
             return None
+        if process.poll() is not None:
+            withdraw_for(self.runtime_file, process.pid)
         if process.stdin is not None:
             try:
                 process.stdin.close()

@@ -18,7 +18,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
+from hermes_blender.instances import instance_spec
 from tests.other_user import OtherUser, needs_a_made_user
 
 CLI = [sys.executable, "-m", "hermes_blender.cli"]
@@ -190,6 +192,25 @@ def _until_published(serve: subprocess.Popen[str], runtime_file: Path) -> None:
     while not runtime_file.exists():
         assert time.monotonic() < deadline and serve.poll() is None, "serve never published"
         time.sleep(0.05)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGKILL")
+@pytest.mark.timeout(300)
+def test_serve_withdraws_the_runtime_file_of_its_blender_killed_with_sigkill(tmp_path: Path) -> None:
+    """A killed Blender cannot withdraw its runtime file: serve, which sees it die, withdraws it for it (and its
+    own record), only while they still name that pid."""
+    runtime_file = tmp_path / "server.json"
+    with _serving(tmp_path) as serve:
+        _until_published(serve, runtime_file)
+        (blender,) = psutil.Process(serve.pid).children()
+        record = Path(instance_spec(RuntimeFileSpec(path=str(runtime_file)), blender.pid).path)
+        assert json.loads(runtime_file.read_text())["pid"] == blender.pid and record.exists()
+        blender.kill()
+        code = serve.wait(60)
+    assert serve.stderr is not None
+    said = serve.stderr.read()
+    assert code == 2 and f"Blender exited with code -{signal.SIGKILL.value}" in said, said
+    assert not runtime_file.exists() and not record.exists()
 
 
 @pytest.fixture
