@@ -90,10 +90,11 @@ class SignalGuards:
         return signum in self._guarded
 
     def restore(self) -> None:
-        """Main thread, after a job: every guarded handler is ours again."""
+        """Main thread, after a job: every guarded handler is ours again, set anew whatever Python's table says:
+        agent code can change one below it (ctypes' `signal`), which only the kernel knows. (A signal the process
+        ignores is discarded when sent, so one sent during that job is lost: README › Security.)"""
         for signum, handler in self._guarded.items():
-            if signal.getsignal(signum) is not handler:
-                self._original(signum, handler)
+            self._original(signum, handler)
 
     def _refusing(self, signum: int, handler: Handler) -> Handler:
         if signum in self._guarded:

@@ -206,6 +206,35 @@ def test_a_bridge_busy_with_a_runaway_script_still_stops_cleanly(
     assert not own_blender.runtime_file.exists() and answers
 
 
+_MEDDLING = {
+    "ignored in Python's table": "import _signal, signal\n_signal.signal(int(signal.SIGTERM), _signal.SIG_IGN)",
+    "ignored below Python": (
+        "import ctypes, signal\nlibc = ctypes.CDLL(None)\nlibc.signal.argtypes = [ctypes.c_int, ctypes.c_void_p]\n"
+        "libc.signal(int(signal.SIGTERM), 1)"  # SIG_IGN, unseen by Python's own table
+    ),
+    "the wake-up descriptor off": "import signal\nsignal.set_wakeup_fd(-1)",
+}
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
+@pytest.mark.parametrize("meddling", list(_MEDDLING))
+def test_sigterm_alone_stops_a_bridge_whose_earlier_job_turned_it_off(
+    own_blender: HeadlessBlender, meddling: str
+) -> None:
+    """Handlers and the wake-up descriptor are the bridge's again after each job, whatever the job did to them,
+    so the next SIGTERM stops an idle bridge: stdin stays open, nothing but the signal asks."""
+    client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+    answer = asyncio.run(client.call_tool("execute_blender_code", {"code": _MEDDLING[meddling]}))
+    assert not answer.is_error, answer.text
+    process = psutil.Process(own_blender.pid)
+    os.kill(own_blender.pid, signal.SIGTERM)
+    try:
+        process.wait(60)
+    except psutil.TimeoutExpired:
+        pytest.fail(f"SIGTERM did not stop the bridge after a job left it {meddling}:\n{own_blender.log_tail()}")
+    assert not own_blender.runtime_file.exists(), own_blender.log_tail()
+
+
 def test_a_blender_held_in_c_that_must_be_killed_leaves_no_runtime_file(own_blender: HeadlessBlender) -> None:
     """A C loop that never lets go of the GIL: nothing in Blender can act, so the supervisor kills it and
     withdraws the file itself."""
