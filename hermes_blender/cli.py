@@ -269,40 +269,65 @@ def _call(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    try:
-        pictures = _write_pictures(result.images, args.images, args.tool)
-    except OSError as exc:  # the answer (and what the call changed) is printed all the same
-        pictures, unwritten = (), f"the answer's pictures could not be written in {args.images}: {exc.strerror or exc}"
-    else:
-        unwritten = None
+    pictures, unwritten = _write_pictures(result.images, args.images, args.tool)
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None, pictures)
+    for problem in unwritten:  # the answer (and what the call changed) is printed all the same
+        _error(problem)
     if unwritten:
-        _error(unwritten)
         return EXIT_FAILURE
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -> tuple[Path, ...]:
+def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -> tuple[tuple[Path, ...], list[str]]:
     """Each picture of an answer as a new PNG file (never base64 on a terminal, never over a file or through a
-    link): in `folder`, or a new folder here. OSError when the folder cannot take them."""
+    link): in `folder`, or a new folder here. Also what could not be written, in words.
+
+    The folder is held open (own_folders.py): it is no link, it is this user's and nobody else may change it (else a
+    root shell's pictures went wherever a link another user planted named), and each file is made through it."""
     if not images:
-        return ()
-    if folder is None:
-        folder = Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
-    folder.mkdir(parents=True, exist_ok=True)
-    written = []
-    for number, png in enumerate(images, 1):
-        for attempt in range(1, 1000):
-            path = folder / (f"{tool}-{number}.png" if attempt == 1 else f"{tool}-{number}-{attempt}.png")
+        return (), []
+    from .errors import UnsafeFolder
+    from .own_folders import hold_folder
+
+    where = folder if folder is not None else Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
+    try:
+        held = hold_folder(where, judge_way=False)
+    except (OSError, UnsafeFolder) as exc:
+        return (), [f"the answer's pictures could not be written in {where}: {_reason(exc)}"]
+    written, unwritten = [], []
+    try:
+        for number, png in enumerate(images, 1):
             try:
-                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
-            except FileExistsError:
-                continue
-            with open(fd, "wb") as out:
-                out.write(png)
-            written.append(path.resolve())
-            break
-    return tuple(written)
+                written.append(_new_picture(held, where, f"{tool}-{number}", png))
+            except OSError as exc:
+                unwritten.append(f"picture {number} could not be written in {where}: {_reason(exc)}")
+    finally:
+        if held is not None:
+            os.close(held)
+    return tuple(written), unwritten
+
+
+PICTURE_NAMES = 999
+"""Names a picture may take (`stem.png`, then `stem-2.png` on): a name taken is never overwritten."""
+
+
+def _new_picture(held: int | None, folder: Path, stem: str, png: bytes) -> Path:
+    """`png` in a new file of the held folder, at the first of its names nobody has taken."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+    for attempt in range(1, PICTURE_NAMES + 1):
+        name = f"{stem}.png" if attempt == 1 else f"{stem}-{attempt}.png"
+        try:
+            fd = os.open(name if held is not None else folder / name, flags, 0o644, dir_fd=held)
+        except FileExistsError:
+            continue
+        with open(fd, "wb") as out:
+            out.write(png)
+        return Path(os.path.abspath(folder / name))
+    raise FileExistsError(f"{stem}.png to {stem}-{PICTURE_NAMES}.png are all taken")
+
+
+def _reason(exc: BaseException) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def _mcp(args: argparse.Namespace) -> int:

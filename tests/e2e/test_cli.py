@@ -11,7 +11,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -370,3 +370,104 @@ def test_pictures_never_overwrite_a_file_and_a_folder_that_is_a_file_still_print
     assert json.loads(beside.stdout)["images"] == [str(folder / "get_view_montage-1-2.png")]
     assert refused.returncode == 2 and "could not be written" in refused.stderr
     assert json.loads(refused.stdout)["result"]["views"] == ["front"]  # the answer is printed all the same
+
+
+def _montage(blender: HeadlessBlender, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`call get_view_montage --images FOLDER --json`: one picture."""
+    arguments = json.dumps({"tile_size": 64, "views": ["front"]})
+    return subprocess.run(
+        [
+            *CLI,
+            "call",
+            "get_view_montage",
+            "--arguments",
+            arguments,
+            "--runtime-file",
+            str(blender.runtime_file),
+            "--images",
+            str(folder),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _answered_without_pictures(run: subprocess.CompletedProcess[str]) -> None:
+    """Exit 2, one error line saying so, and the answer printed all the same (what the call did is done)."""
+    assert run.returncode == 2 and run.stderr.startswith("hermes-blender: error: "), run.stderr
+    answer = json.loads(run.stdout)
+    assert answer["result"]["views"] == ["front"] and "images" not in answer
+
+
+@pytest.fixture
+def users_folder(other_user: OtherUser) -> Iterator[tuple[Path, Path]]:
+    """A folder of the made user's, and a folder only root may enter, side by side in a folder every user may enter."""
+    outer = Path(tempfile.mkdtemp(prefix="bb-pictures-"))
+    try:
+        outer.chmod(0o755)
+        theirs, roots = outer / "theirs", outer / "roots"
+        theirs.mkdir()
+        shutil.chown(theirs, other_user.uid, other_user.gid)
+        roots.mkdir(0o700)
+        yield theirs, roots
+    finally:
+        shutil.rmtree(outer)
+
+
+@needs_a_made_user
+@pytest.mark.timeout(300)
+def test_pictures_are_never_written_through_a_link_another_user_planted_at_the_folder(
+    blender: HeadlessBlender, users_folder: tuple[Path, Path], other_user: OtherUser
+) -> None:
+    """Root runs `call ... --images ~ana/shots`, which Ana linked to a folder of root's: nothing is written there."""
+    theirs, roots = users_folder
+    subprocess.run([*other_user.run_as, "ln", "-s", str(roots), str(theirs / "shots")], check=True, timeout=60)
+    run = _montage(blender, theirs / "shots")
+    _answered_without_pictures(run)
+    assert f"{theirs / 'shots'} is a symbolic link" in run.stderr and "could not be written" in run.stderr
+    assert list(roots.iterdir()) == []
+
+
+def _of_nobody(folder: Path) -> str:
+    if os.name != "posix" or os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root")
+    os.chown(folder, 65534, 65534)
+    return "belongs to uid 65534, not to this user"
+
+
+def _open_to_all(folder: Path) -> str:
+    folder.chmod(0o777)
+    return "every user may write to it and it has no sticky bit"
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX owners and modes")
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("make", [_of_nobody, _open_to_all], ids=["another-users", "open-to-all"])
+def test_pictures_are_refused_in_a_folder_another_user_may_change(
+    blender: HeadlessBlender, tmp_path: Path, make: Callable[[Path], str]
+) -> None:
+    """Another user could rename the pictures, or put their own in their place, before anyone looks at them."""
+    folder = tmp_path / "shots"
+    folder.mkdir()
+    said = make(folder)
+    run = _montage(blender, folder)
+    _answered_without_pictures(run)
+    assert said in run.stderr and list(folder.iterdir()) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_picture_whose_every_name_is_taken_is_said_and_the_call_exits_2(
+    blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    """Names are never overwritten: when the 999 a picture may take are all taken, it is not written, and says so."""
+    folder = tmp_path / "shots"
+    folder.mkdir()
+    taken = ["get_view_montage-1.png", *(f"get_view_montage-1-{n}.png" for n in range(2, 1000))]
+    for name in taken:
+        (folder / name).write_text("the user's own file")
+    run = _montage(blender, folder)
+    _answered_without_pictures(run)
+    assert "get_view_montage-1.png to get_view_montage-1-999.png are all taken" in run.stderr, run.stderr
+    assert sorted(p.name for p in folder.iterdir()) == sorted(taken)
