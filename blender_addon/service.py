@@ -121,6 +121,8 @@ class Bridge:
                 self._start_lab(config.lab_port)
             self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
             self.publication = self._publish()
+            if self._lab_address is not None:
+                self._publish_lab()
             dispatcher.interrupter.install()
         except BaseException as exc:
             self._listeners.close()  # nothing half-started keeps listening
@@ -136,6 +138,27 @@ class Bridge:
             )
         except OSError as exc:
             raise BridgeError(f"cannot write the runtime file {self.runtime_file}: {exc.strerror or exc}") from exc
+
+    def _publish_lab(self) -> None:
+        """The Lab listener's own runtime file: the plugin's `blender_lab` server is offered only while it names a
+        live Blender of this user (its wire has no credential, so another user may hold the port when it is off)."""
+        assert self._lab_address is not None
+        try:
+            runtime_file.publish(
+                runtime_file.lab_path(self.runtime_file),
+                url=self._lab_url,
+                token=self._token.reveal() if self._config.lab_require_token else "",
+                pid=self.pid,
+                extra={"protocol": "blender-lab", "mcp_runtime_file": str(self.runtime_file)},
+            )
+        except OSError as exc:
+            runtime_file.withdraw(self.runtime_file, url=self.url, pid=self.pid)  # nothing half-started is published
+            raise BridgeError(f"cannot write the Blender Lab runtime file: {exc.strerror or exc}") from exc
+
+    @property
+    def _lab_url(self) -> str:
+        assert self._lab_address is not None
+        return f"http://{self._lab_address[0]}:{self._lab_address[1]}"
 
     def _start_lab(self, port: int) -> None:
         """A busy or forbidden Lab port is reported, never fatal: the MCP endpoint still serves."""
@@ -253,7 +276,10 @@ class Bridge:
         self._dispatcher.interrupter.uninstall()
 
     def withdraw(self) -> None:
-        """Take the runtime file back if it still names this bridge (safe from any thread: it only touches files)."""
+        """Take the runtime files back if they still name this bridge (safe from any thread: it only touches files);
+        the Lab's first, so no agent is sent to a Lab port about to close."""
+        if self._lab_address is not None:
+            runtime_file.withdraw(runtime_file.lab_path(self.runtime_file), url=self._lab_url, pid=self.pid)
         runtime_file.withdraw(self.runtime_file, url=self.url, pid=self.pid)
 
     def _extra_fields(self) -> dict[str, Any]:

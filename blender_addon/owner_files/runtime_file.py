@@ -32,6 +32,15 @@ PID_FIELD = "pid"
 PUBLISHED_FIELD = "published_ns"
 """When the bridge published (ns since the epoch): which record is the newest."""
 INSTANCES_FOLDER = "servers"
+LAB_FOLDER = "lab"
+"""Beside the runtime file, the Blender Lab listener's own (`lab/server.json`): published while that listener runs
+and withdrawn with it, so the plugin's `blender_lab` server is offered only then (its liveness names this file)."""
+DECLARED_LAB_PATH = f"~/AppData/Local/Blender/{LAB_FOLDER}/server.json"
+
+
+def lab_path(path: Path) -> Path:
+    """The Lab listener's runtime file beside the runtime file `path`."""
+    return path.parent / LAB_FOLDER / path.name
 
 
 def expand_declared_path(declared: str = DECLARED_PATH) -> Path:

@@ -216,3 +216,17 @@ def test_the_mcp_side_loads_with_its_first_client_and_never_for_the_lab_alone(tm
         summary = asyncio.run(BridgeClient(RuntimeFileSpec(path=str(runtime_file))).call_tool("get_objects_summary"))
         assert not summary.is_error and summary.structured is not None and summary.structured["total_objects"] == 3
         assert lab_execute(port, LOADED) == {"status": "ok", "result": {"loaded": sorted(MCP_SIDE)}}
+
+
+def test_the_lab_listener_publishes_its_own_runtime_file_while_it_runs_and_withdraws_it(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+    lab_file = tmp_path / "Blender" / "lab" / "server.json"
+    with HeadlessBlender(runtime_file, lab_port=0) as blender:
+        record = json.loads(lab_file.read_text())
+        port = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
+        assert record["pid"] == blender.pid and record["http"] == f"http://127.0.0.1:{port}"
+        assert record["protocol"] == "blender-lab" and record["token"] == ""
+        assert lab_file.stat().st_mode & 0o077 == 0
+    assert not lab_file.exists() and not runtime_file.exists()
+    with HeadlessBlender(runtime_file):  # the Lab off: nothing says a Lab listener runs
+        assert not lab_file.exists()
