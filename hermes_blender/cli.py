@@ -269,7 +269,8 @@ def _call(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
-    pictures, unwritten = _write_pictures(result.images, args.images, args.tool)
+    stems = _picture_stems(args.tool, result.data(), len(result.images))
+    pictures, unwritten = _write_pictures(result.images, stems, args.images, args.tool)
     _print_result(result, args.json, format_objects_summary if args.tool == "get_objects_summary" else None, pictures)
     for problem in unwritten:  # the answer (and what the call changed) is printed all the same
         _error(problem)
@@ -278,9 +279,22 @@ def _call(args: argparse.Namespace) -> int:
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
 
 
-def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -> tuple[tuple[Path, ...], list[str]]:
-    """Each picture of an answer as a new PNG file (never base64 on a terminal, never over a file or through a
-    link): in `folder`, or a new folder here. Also what could not be written, in words.
+def _picture_stems(tool: str, data: Any, count: int) -> list[str]:
+    """Each picture's file name, without `.png`: what it shows where the answer says (`inspect`'s before and after,
+    those it has: one that could not be made is a sentence there), else its place in the answer."""
+    told = data.get("inspect") if isinstance(data, dict) else None
+    if isinstance(told, dict):
+        shown = [label for label in ("before", "after") if isinstance(told.get(label), dict)]
+        if len(shown) == count:
+            return [f"{tool}-{label}" for label in shown]
+    return [f"{tool}-{number}" for number in range(1, count + 1)]
+
+
+def _write_pictures(
+    images: tuple[bytes, ...], stems: list[str], folder: Path | None, tool: str
+) -> tuple[tuple[Path, ...], list[str]]:
+    """Each picture of an answer as a new PNG file named by its stem (never base64 on a terminal, never over a file
+    or through a link): in `folder`, or a new folder here. Also what could not be written, in words.
 
     The folder is held open (own_folders.py): it is no link, it is this user's and nobody else may change it (else a
     root shell's pictures went wherever a link another user planted named), and each file is made through it."""
@@ -296,11 +310,11 @@ def _write_pictures(images: tuple[bytes, ...], folder: Path | None, tool: str) -
         return (), [f"the answer's pictures could not be written in {where}: {_reason(exc)}"]
     written, unwritten = [], []
     try:
-        for number, png in enumerate(images, 1):
+        for stem, png in zip(stems, images, strict=True):
             try:
-                written.append(_new_picture(held, where, f"{tool}-{number}", png))
+                written.append(_new_picture(held, where, stem, png))
             except OSError as exc:
-                unwritten.append(f"picture {number} could not be written in {where}: {_reason(exc)}")
+                unwritten.append(f"the picture {stem}.png could not be written in {where}: {_reason(exc)}")
     finally:
         if held is not None:
             os.close(held)

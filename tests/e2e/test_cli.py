@@ -471,3 +471,30 @@ def test_a_picture_whose_every_name_is_taken_is_said_and_the_call_exits_2(
     _answered_without_pictures(run)
     assert "get_view_montage-1.png to get_view_montage-1-999.png are all taken" in run.stderr, run.stderr
     assert sorted(p.name for p in folder.iterdir()) == sorted(taken)
+
+
+@pytest.mark.timeout(300)
+def test_inspects_pictures_are_named_for_what_they_show_before_and_after(
+    blender: HeadlessBlender, tmp_path: Path
+) -> None:
+    arguments = json.dumps({"code": "bpy.context.active_object.location.x += 1\nresult = {}", "inspect": True})
+    run = subprocess.run(
+        [
+            *CLI,
+            "call",
+            "execute_blender_code",
+            "--arguments",
+            arguments,
+            "--runtime-file",
+            str(blender.runtime_file),
+            "--images",
+            str(tmp_path / "shots"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    for shown in ("before", "after"):
+        picture = tmp_path / "shots" / f"execute_blender_code-{shown}.png"
+        assert f"picture: {picture}" in run.stdout and picture.read_bytes().startswith(b"\x89PNG")
