@@ -45,14 +45,13 @@ def hold_folder(folder: Path, *, judge_way: bool, private: bool = False) -> int 
                 _judge_way(fd, here, folder)
             target = _link_to_follow(fd, part, here / part, folder, last=not pending, judge_way=judge_way)
             if target is None:
-                fd, here = _enter(fd, part), here.parent if part == ".." else here / part
+                fd, here = _replace(fd, _enter(fd, part)), here.parent if part == ".." else here / part
                 continue
             links += 1
             if links > _MAX_LINKS:
                 raise UnsafeFolder(f"{folder}: too many links on the way")
             if target.is_absolute():
-                os.close(fd)
-                fd, here = os.open("/", _FOLDER), Path("/")
+                fd, here = _replace(fd, os.open("/", _FOLDER)), Path("/")
             pending.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
         _judge_own(fd, folder, private=private)
     except BaseException:
@@ -61,19 +60,22 @@ def hold_folder(folder: Path, *, judge_way: bool, private: bool = False) -> int 
     return fd
 
 
+def _replace(held: int, new: int) -> int:
+    """`new`, once `held` is closed (the walk holds one folder at a time; a failure to open leaves it held)."""
+    os.close(held)
+    return new
+
+
 def _enter(parent: int, name: str) -> int:
-    """The folder `name` in the held folder `parent`, made 0700 when missing; `parent` is closed."""
+    """The folder `name` in the held folder `parent`, made 0700 when missing."""
     try:
+        return os.open(name, _FOLDER, dir_fd=parent)
+    except FileNotFoundError:
         try:
-            return os.open(name, _FOLDER, dir_fd=parent)
-        except FileNotFoundError:
-            try:
-                os.mkdir(name, 0o700, dir_fd=parent)
-            except FileExistsError:
-                pass  # made meanwhile: judged like any other once opened
-            return os.open(name, _FOLDER, dir_fd=parent)
-    finally:
-        os.close(parent)
+            os.mkdir(name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass  # made meanwhile: judged like any other once opened
+        return os.open(name, _FOLDER, dir_fd=parent)
 
 
 def _link_to_follow(parent: int, name: str, path: Path, folder: Path, *, last: bool, judge_way: bool) -> Path | None:
