@@ -90,3 +90,10 @@ def test_root_keeps_no_log_in_another_users_home_and_never_writes_or_chmods_thro
     assert console.refusal is not None and f"{home} (on the way to" in console.refusal, console.refusal
     assert "belongs to another user" in console.refusal
     assert list(console.tail) == [b"Blender says hello\n"]
+
+
+def test_a_log_whose_folder_is_a_file_is_not_kept_and_says_so(tmp_path: Path) -> None:
+    (tmp_path / "logs").write_text("a file where the log's folder would be")
+    console = ConsoleLog(tmp_path / "logs" / "serve.log")
+    console.close()
+    assert console.refusal == f"the log is not kept in {tmp_path / 'logs' / 'serve.log'}: logs: Not a directory"
