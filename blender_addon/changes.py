@@ -24,11 +24,10 @@ from typing import Any
 
 import bpy
 
-from . import log
+from . import log, scene_revision
+from .names import name_of
 from .stacks import Settings, same, stack
 from .summaries import LISTS, Summary, fit, frame_only, merge, nothing, said, unique
-from .tools import scene_index
-from .tools.base import name_of
 
 KINDS = {
     "OBJECT": "objects",
@@ -363,7 +362,7 @@ class Moment:
         context = bpy.context
         active = context.view_layer.objects.active if context.view_layer is not None else None
         return cls(
-            revision=scene_index.revision(),
+            revision=scene_revision.current(),
             frame=context.scene.frame_current if context.scene is not None else 0,
             mode=context.mode,
             active=name_of(active) if active is not None else None,
@@ -454,7 +453,9 @@ class Scene:
         self._objects = Objects({})
         self._members = Members({})
         self._counts: dict[str, int] = {}
-        self._materials: frozenset[int] = frozenset()
+        self._materials: dict[int, int] = {}
+        """Each material's users by session uid, as last read: one not there was made since, one whose users moved
+        was given or taken."""
         self._orphans: dict[str, int] = {}
         """Unused datablocks by kind when a file load began: a saved file never holds them, so a load drops them."""
         """The materials' session uids as last read: one not among them was made since."""
@@ -520,7 +521,15 @@ class Scene:
     def _read_afresh(self) -> None:
         """Read the scene whole (in C): at install, and after a file load or an undo replaced every datablock."""
         _evaluate()  # tags pending now are no one's change
-        read = Objects.read(), Members.read(), counts(), Moment.now(), _selected(), _hidden_in_layer(), _material_uids()
+        read = (
+            Objects.read(),
+            Members.read(),
+            counts(),
+            Moment.now(),
+            _selected(),
+            _hidden_in_layer(),
+            _material_users(),
+        )
         self._span = Touched()  # all or nothing: a read that failed leaves the last reading whole
         (
             self._objects,
@@ -628,7 +637,7 @@ class Scene:
             try:
                 _evaluate()
                 if self._span.empty() and not self._replaced and self._moment.frame == _frame():
-                    return nothing(scene_index.revision())  # most calls: nothing to compare, nothing to keep
+                    return nothing(scene_revision.current())  # most calls: nothing to compare, nothing to keep
                 summary = self._summary(self._take_span(), unnamed=True)
                 if self._replaced:
                     summary = merge([*self._replaced, summary])
@@ -644,12 +653,12 @@ class Scene:
     def _unreadable(self, exc: Exception) -> Summary:
         log.logger.warning("the change summary could not be read; the call counts as a change", exc_info=exc)
         before = self._moment.revision
-        scene_index.changed()
+        scene_revision.changed()
         try:
             self._read_afresh()
         except Exception:  # the next span fails the same way and says so again: each such call stays a step
             self._span = Touched()
-            self._moment = self._moment.but(revision=scene_index.revision())
+            self._moment = self._moment.but(revision=scene_revision.current())
         summary = Summary(
             revision={"before": before, "after": self._moment.revision},
             unreadable=f"{type(exc).__name__}: {exc}",
@@ -697,13 +706,13 @@ class Scene:
         self.settle()
         _evaluate()  # the open span's pending tags stay its own
         kept, self._span = self._span, Touched()
-        revision = scene_index.revision()
+        revision = scene_revision.current()
         try:
             yield
         finally:
             _evaluate()
             self._span = kept
-            scene_index.restore(revision)
+            scene_revision.restore(revision)
 
     def copying(self, saving: bool) -> None:
         """A checkpoint is being written (`save_as_mainfile(copy=True)`): not a save of the user's file."""
@@ -713,7 +722,7 @@ class Scene:
         """Keep a summary told by a tool (the agent's undo, whose own reload says nothing by uid): the revision
         moves on, and the summary spans from the last closed moment to it."""
         before = self._moment.revision
-        scene_index.changed()
+        scene_revision.changed()
         self._moment = Moment.now()
         summary["revision"] = {"before": before, "after": self._moment.revision}
         self._record(author, summary)
@@ -737,7 +746,7 @@ class Scene:
         if revision < self.known_from:
             return None
         told = [entry.summary for entry in self.journal if entry.summary["revision"]["after"] > revision]
-        return merge(told) if told else nothing(scene_index.revision())
+        return merge(told) if told else nothing(scene_revision.current())
 
     def entries_after(self, revision: int, author: str) -> list[Entry] | None:
         """The journal's entries of `author` after `revision`, the open span closed first; None when the journal no
@@ -767,7 +776,7 @@ class Scene:
         shown = _view_layer_key() == self._layer_hidden[0]  # else another view layer's active object is no move
         frame_moved = before.frame != _frame()
         if not span.empty() or frame_moved:
-            scene_index.changed()  # a frame change is a change (animated objects move) the depsgraph never names
+            scene_revision.changed()  # a frame change is a change (animated objects move) the depsgraph never names
         # each setting tags the scene when set; a driver moves one with the frame; a load replaces them all
         reread = span.scene or whole is not None or frame_moved
         after = self._moment = Moment.now(None if reread else before.settings)
@@ -777,6 +786,7 @@ class Scene:
             lists["removed"].extend(whole["removed"])
         moved = self._recount(span) if whole is None else {}
         reshaded: list[str] = []
+        made: set[str] = set()
         if whole is None:
             known = self._objects.by_uid
             # a layer collection's eye (its hide_viewport) updates the scene alone
@@ -784,7 +794,8 @@ class Scene:
             layers_moved = tree is not None and tree[0] == self._members.layers[0] and tree != self._members.layers
             regrouped = span.structure or "COLLECTION" in span.kinds or layers_moved
             reshaded = self._objects_changed(span, lists, regrouped=regrouped or "objects" in moved)
-            if lists["shading_changed"] and _materials_made_or_given(span, moved):
+            made, worn_anew = self._materials_moved(span)
+            if lists["shading_changed"] and worn_anew and _only_materials_looked(span):
                 lists["shading_changed"] = _wearing(span, lists["shading_changed"], span.others["materials"])
             if regrouped:
                 members = Members.read()
@@ -795,8 +806,9 @@ class Scene:
         for kind, names in sorted(span.others.items()):
             if kind not in ("collections", "scenes", "objects"):
                 lists["datablocks_changed"].extend(f"{kind}/{name}" for name in sorted(names))
-        if whole is None and "MATERIAL" in span.kinds:
-            lists["materials_given"].extend(self._materials_given(span, lists))
+        if whole is None and made:
+            lists["materials_given"].extend(_materials_given(span, lists, made))
+
         summary = Summary(revision={"before": before.revision, "after": after.revision})
         for key in LISTS:
             if lists[key]:
@@ -824,32 +836,18 @@ class Scene:
         summary["said"] = said(fit(summary))
         return summary
 
-    def _materials_given(self, span: Touched, lists: dict[str, list[Any]]) -> list[dict[str, str]]:
-        """The objects that wear a material the span made, and which (one only this span could have given them):
-        told as given, not as their data and shading edited."""
-        before, self._materials = self._materials, _material_uids()
+    def _materials_moved(self, span: Touched) -> tuple[set[str], bool]:
+        """The materials the span made (by name), and whether any was made, given or taken (its users moved): read
+        only when Blender tagged materials (a walk of the materials alone)."""
+        if "MATERIAL" not in span.kinds:
+            return set(), False
+        before, self._materials = self._materials, _material_users()
         made = set()
         for name in span.others.get("materials", ()):
             material = bpy.data.materials.get(name)
             if material is not None and material.session_uid not in before:
                 made.add(name)
-        given: list[dict[str, str]] = []
-        for obj, _ in span.objects.values():
-            with contextlib.suppress(ReferenceError):
-                worn = unique([name_of(s.material) for s in obj.material_slots if s.material is not None])
-                given.extend({"object": name_of(obj), "material": name} for name in worn if name in made)
-        if given:
-            wearers = {entry["object"] for entry in given}
-            for key in ("data_changed", "shading_changed"):
-                lists[key] = [name for name in lists[key] if name not in wearers]
-            their_data = {
-                f"{KINDS[o.data.id_type]}/{name_of(o.data)}"
-                for o, _ in span.objects.values()
-                if o.data is not None and name_of(o) in wearers and o.data.id_type in KINDS
-            }
-            told = their_data | {f"materials/{name}" for name in made}  # counted as made, given by name
-            lists["datablocks_changed"] = [name for name in lists["datablocks_changed"] if name not in told]
-        return given
+        return made, bool(made) or any(before.get(uid, users) != users for uid, users in self._materials.items())
 
     def _objects_changed(self, span: Touched, lists: dict[str, list[Any]], *, regrouped: bool) -> list[str]:
         """Fill `lists` with what the depsgraph named of known objects and what moved of those it leaves out (and
@@ -979,19 +977,37 @@ def _orphans() -> dict[str, int]:
     return {kind: n for kind, n in found.items() if n}
 
 
-def _material_uids() -> frozenset[int]:
-    return frozenset(array.array("I", _uids(bpy.data.materials)))
+def _material_users() -> dict[int, int]:
+    return {material.session_uid: material.users for material in bpy.data.materials}
 
 
-def _materials_made_or_given(span: Touched, moved: dict[str, int]) -> bool:
-    """A material was made, or one given (its wearers' data changed), and nothing else that makes a look was
-    updated: Blender rebuilt its relations and re-shaded every object, and only the wearers' looks changed. A
-    material edited alone re-shades its wearers only, and then every object told changed its look."""
-    return (
-        "materials" in span.others
-        and not any(KINDS[kind] in span.others for kind in SURFACES if kind != "MATERIAL")
-        and ("materials" in moved or any("data" in how for _, how in span.objects.values()))
-    )
+def _only_materials_looked(span: Touched) -> bool:
+    """Materials were updated and nothing else that makes a look: when one was also made, given or taken, Blender
+    rebuilt its relations and re-shaded every object, and only the wearers' looks changed (a material edited alone
+    re-shades its wearers only, and then every object told changed its look)."""
+    return "materials" in span.others and not any(KINDS[kind] in span.others for kind in SURFACES if kind != "MATERIAL")
+
+
+def _materials_given(span: Touched, lists: dict[str, list[Any]], made: set[str]) -> list[dict[str, str]]:
+    """The objects that wear a material the span made, and which (one only this span could have given them):
+    told as given, not as their data and shading edited (`lists` loses them)."""
+    given: list[dict[str, str]] = []
+    for obj, _ in span.objects.values():
+        with contextlib.suppress(ReferenceError):
+            worn = unique([name_of(s.material) for s in obj.material_slots if s.material is not None])
+            given.extend({"object": name_of(obj), "material": name} for name in worn if name in made)
+    if given:
+        wearers = {entry["object"] for entry in given}
+        for key in ("data_changed", "shading_changed"):
+            lists[key] = [name for name in lists[key] if name not in wearers]
+        their_data = {
+            f"{KINDS[o.data.id_type]}/{name_of(o.data)}"
+            for o, _ in span.objects.values()
+            if o.data is not None and name_of(o) in wearers and o.data.id_type in KINDS
+        }
+        told = their_data | {f"materials/{name}" for name in made}  # counted as made, given by name
+        lists["datablocks_changed"] = [name for name in lists["datablocks_changed"] if name not in told]
+    return given
 
 
 def _wearing(span: Touched, names: list[str], materials: set[str]) -> list[str]:
