@@ -12,14 +12,17 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Callable, Iterator
-from typing import NoReturn
+from collections.abc import Callable
+from typing import TYPE_CHECKING, NoReturn
 
 import bpy
 
-from .changes import Scene
+from .blender_context import window
 from .errors import ToolError
 from .summaries import BOOKKEEPING, Summary, inverse, merge
+
+if TYPE_CHECKING:
+    from .changes import Scene  # the record it follows, given by whoever builds the history
 
 UNDO_PREFIX = "Hermes: "
 MOVES = ("agent:undone", "agent:redone")
@@ -321,14 +324,3 @@ def _set_mark(mark: str) -> None:
 def _push(message: str) -> None:
     with contextlib.suppress(RuntimeError), window():
         bpy.ops.ed.undo_push(message=message)
-
-
-@contextlib.contextmanager
-def window() -> Iterator[None]:
-    """The first window as context in the GUI, where a timer's context has none; nothing in a background Blender."""
-    manager = bpy.context.window_manager
-    if bpy.context.window is None and manager is not None and len(manager.windows):
-        with bpy.context.temp_override(window=manager.windows[0]):
-            yield
-    else:
-        yield

@@ -21,7 +21,7 @@ from typing import Any, get_type_hints
 import bpy
 
 from . import blend_header, log
-from .agent_history import window
+from .blender_context import window
 from .errors import ToolError
 from .owner_files.folders import NotOwnFolder, own_folder
 from .owner_files.runtime_file import pid_alive, read_record

@@ -17,14 +17,13 @@ from typing import Any, Protocol
 
 import bpy
 
-from . import dispatch
+from . import dispatch, scene_revision
 from .agent_history import AgentHistory
 from .changes import Scene
 from .checkpoints import Checkpoints
 from .errors import BridgeStopped, DispatchTimeout, ToolError
 from .net.caller import Caller, Progress
 from .net.lab_protocol import error_envelope
-from .tools import scene_index
 from .tools.context import JobContext
 from .tools.frame_tasks import FrameTasks
 from .tools.python_exec import Deferred, Envelope, execute
@@ -211,7 +210,7 @@ def recorded_step(job: JobContext, tool: str, title: str, records: bool, told: T
         yield
     finally:
         with job.interrupts.shielded():  # a stop asked now waits: the span is told and the step kept first
-            scene_index.changed()  # kept counts are stale once the scene may have changed (a failure included)
+            scene_revision.changed()  # kept counts are stale once the scene may have changed (a failure included)
             told.summary = summary = job.changes.end(f"agent:{tool}")
             if records and summary["changed"]:
                 job.history.record(tool, title, summary)

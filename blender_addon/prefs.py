@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import bpy
 
-from . import service
+from .defaults import LAB_PORT
+from .owner_files.runtime_file import expand_declared_path
+
+if TYPE_CHECKING:
+    from .service import BridgeConfig
 
 
 class HermesBridgePreferences(bpy.types.AddonPreferences):
@@ -38,7 +44,7 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
     lab_port: bpy.props.IntProperty(  # type: ignore[valid-type]
         name="Blender Lab port",
         description="Port of the Blender Lab listener on 127.0.0.1 (the official server expects 9876)",
-        default=service.LAB_PORT,
+        default=LAB_PORT,
         min=1024,
         max=65535,
     )
@@ -62,7 +68,7 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         row.prop(self, "lab_port")
         row.prop(self, "lab_require_token")
         layout.label(text="The bridge listens on 127.0.0.1 only. Agents find it through the runtime file:")
-        layout.label(text=str(service.runtime_file.expand_declared_path()))
+        layout.label(text=str(expand_declared_path()))
 
 
 def preferences() -> HermesBridgePreferences | None:
@@ -70,8 +76,10 @@ def preferences() -> HermesBridgePreferences | None:
     return addon.preferences if addon is not None else None  # type: ignore[return-value]
 
 
-def config() -> service.BridgeConfig:
+def config() -> BridgeConfig:
     """The bridge configuration the preferences describe, for this kind of session."""
+    from . import service  # the bridge's module, when a bridge is about to start: never at the preferences' load
+
     prefs = preferences()
     mode = service.Mode.EMBEDDED if bpy.app.background else service.Mode.GUI  # `--command` sets BACKGROUND
     if prefs is None:

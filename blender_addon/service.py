@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
 ADDON_VERSION = "0.1.0"
 LOOPBACK_HOST = "127.0.0.1"
-LAB_PORT = 9876
 
 
 class Mode(enum.Enum):

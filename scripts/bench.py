@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from hermes_bench import hermes_beside_official  # noqa: E402
 
-from blender_addon.net.admission import BACKLOG  # noqa: E402
+from blender_addon.net.loopback import BACKLOG  # noqa: E402
 from hermes_blender.blender_host import ADDON_MODULE  # noqa: E402
 from hermes_blender.client import BridgeClient, modern_request  # noqa: E402
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint  # noqa: E402

@@ -20,11 +20,6 @@ from .refusals import refusals
 
 log = logging.getLogger("hermes_bridge.net")
 
-BACKLOG = 4096
-"""The listen queue (the kernel caps it: Linux's somaxconn is 4096, macOS's 128). Another user who churns hundreds
-of connections at once filled a queue of 128, and an honest connection's SYN then waited for the kernel's 1 s
-retransmit (p99 69x its quiet value); a turn of the main loop accepts up to this many, so a burst never leaves
-it full."""
 RESERVED_FILES = 128
 """Descriptors left to Blender itself (files, images, libraries) when the cap is derived."""
 MAX_BACKOFF = 1.0

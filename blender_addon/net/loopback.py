@@ -7,7 +7,12 @@ import socket
 import sys
 
 from ..errors import NonLoopbackAddress, PortUnavailable
-from .admission import BACKLOG
+
+BACKLOG = 4096
+"""The listen queue (the kernel caps it: Linux's somaxconn is 4096, macOS's 128). Another user who churns hundreds
+of connections at once filled a queue of 128, and an honest connection's SYN then waited for the kernel's 1 s
+retransmit (p99 69x its quiet value); a turn of the main loop accepts up to this many, so a burst never leaves
+it full."""
 
 _LOOPBACK = frozenset({"127.0.0.1", "::1"})
 """The addresses the bridge listens on, in the form `ipaddress` would give them back."""

@@ -129,16 +129,6 @@ class Tool:
         return entry
 
 
-def name_of(item: Any) -> str:
-    """A datablock's name. One that is not valid UTF-8 in the .blend (bpy cannot decode it) comes back
-    with U+FFFD in place of the bad bytes, so one odd name never fails the answer for a whole scene."""
-    try:
-        return str(item.name)
-    except UnicodeDecodeError as exc:
-        raw = exc.object
-        return bytes(raw).decode("utf-8", "replace") if isinstance(raw, bytes | bytearray) else "\ufffd"
-
-
 def _typed(kind: str | list[str]) -> dict[str, Any]:
     """One JSON type, or a choice of several as `anyOf` (no type arrays: clients with a one-type schema dialect,
     Gemini's among them, mishandle `["string", "null"]`)."""

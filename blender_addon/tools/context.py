@@ -2,21 +2,20 @@
 
 Tools never import the dispatcher, the interrupter or any bridge state: a job brings its progress
 record, the way to hold a stop while Blender's own code renders (`shielded`, `held`) and to take it
-after (`checkpoint`), the way to run steps between later jobs, and the bridge's frame tasks.
+after (`checkpoint`), the way to run steps between later jobs, and the bridge's records. Each record is a port
+here (a small protocol of what tools use of it), never its class: the domain's records are wired in where the
+execution is built (execution.py), and a tool can be run against fakes.
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from ..agent_history import AgentHistory
-    from ..changes import Scene
-    from ..checkpoints import Checkpoints
-    from .frame_tasks import FrameTasks
+Summary = dict[str, Any]
+"""A change summary (summaries.py): JSON, the words of `changes` in answers."""
 
 
 class Interrupts(Protocol):
@@ -39,6 +38,82 @@ class Interrupts(Protocol):
         ...
 
 
+class ChangeRecord(Protocol):
+    """What tools use of the scene's change record (changes.Scene): its revision, what changed since one, and the
+    spans a job's own reading or restoring must not be told as a change."""
+
+    known_from: int
+    journal_size: int
+
+    @property
+    def revision(self) -> int: ...
+
+    def settle(self) -> None: ...
+
+    def since(self, revision: int) -> Summary | None: ...
+
+    def unrecorded(self) -> AbstractContextManager[None]: ...
+
+    def expect_load(self, word: str) -> None: ...
+
+
+class Step(Protocol):
+    def brief(self) -> dict[str, Any]: ...
+
+
+class History(Protocol):
+    """What tools use of the agent's history (agent_history.AgentHistory): its steps, and moving along them."""
+
+    done: Sequence[Step]
+    undone: Sequence[Step]
+    ended: str | None
+
+    def undo(self, steps: int) -> Summary: ...
+
+    def redo(self, steps: int) -> Summary: ...
+
+    def follow_loads(self) -> None: ...
+
+    def restored(self, what: str) -> None: ...
+
+
+class Checkpoint(Protocol):
+    name: str
+    file: str
+
+    def listed(self) -> dict[str, Any]: ...
+
+
+class Checkpoints(Protocol):
+    """What tools use of the checkpoint folder (checkpoints.Checkpoints)."""
+
+    folder: Any
+
+    def save(self, name: str, revision: int) -> Checkpoint: ...
+
+    def save_rescue(self, revision: int, *, keep: str) -> Checkpoint: ...
+
+    def list(self) -> list[Any]: ...
+
+    def find(self, name: str) -> Checkpoint: ...
+
+    def load(self, record: Any) -> bool: ...
+
+    def drop(self, name: str) -> None: ...
+
+
+class Tasks(Protocol):
+    """What tools use of the frame tasks' table (frame_tasks.FrameTasks)."""
+
+    def start(self, frames: Callable[[Any], Any], job: JobContext) -> dict[str, Any]: ...
+
+    def task(self, task_id: str) -> Any: ...
+
+    def working(self) -> int: ...
+
+    def forget_old(self, now: float | None = None) -> None: ...
+
+
 Report = Callable[[float | None, str | None], None]
 """Record how far the job is (a fraction from 0 to 1, a message); checked even when nobody listens."""
 
@@ -55,9 +130,9 @@ class JobContext:
         report: Report,
         interrupts: Interrupts,
         start_background: Callable[[Callable[[], bool]], None],
-        tasks: FrameTasks,
-        changes: Scene,
-        history: AgentHistory,
+        tasks: Tasks,
+        changes: ChangeRecord,
+        history: History,
         checkpoints: Checkpoints,
     ) -> None:
         self.report = report

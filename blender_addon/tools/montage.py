@@ -18,8 +18,8 @@ from typing import Any
 import bpy
 from mathutils import Matrix, Vector
 
+from .. import scene_revision
 from ..errors import ToolError
-from . import scene_index
 from .base import READ_ONLY, Image, Tool, arguments
 from .context import JobContext
 from .pictures import SIZE_LIMIT, SMALLEST_SIDE, fitted, pixels_of
@@ -130,7 +130,7 @@ def montage(arguments: dict[str, Any], job: JobContext, also: tuple[Vector, Vect
             **picture.details,
             "objects": len(targets),
             "bounds": {"min": [round(v, 4) for v in low], "max": [round(v, 4) for v in high]},
-            "revision": scene_index.revision(),
+            "revision": scene_revision.current(),
             "left_no_trace": True,
         },
     )

@@ -12,8 +12,9 @@ import bpy
 
 from ..budget import BUDGET, budgeted, fitting
 from ..errors import ToolError
+from ..names import name_of
 from . import scene_index
-from .base import Tool, arguments, name_of, shallow
+from .base import Tool, arguments, shallow
 from .context import JobContext
 
 DEFAULT_PAGE = 100

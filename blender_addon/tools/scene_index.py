@@ -19,46 +19,39 @@ from typing import Any
 
 import bpy
 
+from .. import scene_revision
+
 HANDLERS = ("depsgraph_update_post", "undo_post", "redo_post", "load_post")
 
-_state = {"revision": 1}
 _kept: dict[tuple[int, int, int], Index] = {}
 
 
-def revision() -> int:
-    return _state["revision"]
+def _drop() -> None:
+    _kept.clear()
+    _lists.clear()
 
 
 @bpy.app.handlers.persistent  # load_post must survive the file it announces
-def changed(*_args: Any) -> None:
-    """The scene may have changed: the next page reads the counts again. A handler too (it takes Blender's args)."""
-    _state["revision"] += 1
-    _kept.clear()
-    _lists.clear()
-
-
-def restore(number: int) -> None:
-    """The scene is what it was at revision `number` again (a tool took back what it set): say so. The kept counts
-    were dropped by the changes between, and are read again at that revision."""
-    _state["revision"] = number
-    _kept.clear()
-    _lists.clear()
+def _changed(*_args: Any) -> None:
+    """Blender says the scene may have changed: the revision moves on (and the counts kept for it go)."""
+    scene_revision.changed()
 
 
 def install() -> None:
     """Listen to Blender's change handlers (idempotent)."""
     for name in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
-        if changed not in handlers:
-            handlers.append(changed)
+        if _changed not in handlers:
+            handlers.append(_changed)
 
 
 def uninstall() -> None:
+    """Stop listening (Blender's handler lists outlive the add-on) and forget everything kept."""
     for name in HANDLERS:
         handlers = getattr(bpy.app.handlers, name)
-        while changed in handlers:
-            handlers.remove(changed)
-    changed()
+        while _changed in handlers:
+            handlers.remove(_changed)
+    scene_revision.changed()
     _named.clear()
 
 
@@ -91,7 +84,7 @@ class Index:
 def current(view_layer: Any) -> Index:
     """The index of this view layer at the current revision, built once per revision."""
     install()
-    key = (revision(), view_layer.as_pointer(), view_layer.layer_collection.collection.as_pointer())
+    key = (scene_revision.current(), view_layer.as_pointer(), view_layer.layer_collection.collection.as_pointer())
     index = _kept.get(key)
     if index is None:
         index = _kept[key] = _build(view_layer)
@@ -121,7 +114,7 @@ def _build(view_layer: Any) -> Index:
         Branch(layer_collection, depth, starts[position], count, ends[position])
         for position, (layer_collection, depth, count) in enumerate(order)
     ]
-    return Index(revision(), tuple(branches), total, _by_type(branches))
+    return Index(scene_revision.current(), tuple(branches), total, _by_type(branches))
 
 
 TYPE_NAMES = {item.value: item.identifier for item in bpy.types.Object.bl_rna.properties["type"].enum_items}
@@ -152,7 +145,7 @@ def objects_in(branch: Branch, lo: int, hi: int) -> list[Any]:
     collection = branch.layer_collection.collection
     if branch.count < LISTED_FROM:
         return list(collection.objects[lo - branch.start : hi - branch.start])
-    key = (revision(), collection.as_pointer())
+    key = (scene_revision.current(), collection.as_pointer())
     listed = _lists.get(key)
     if listed is None:  # kept until the revision moves on (`changed` empties them all)
         listed = _lists[key] = list(collection.objects)
@@ -171,7 +164,7 @@ def read_page(view_layer: Any, take: Callable[[Index], Any]) -> tuple[Index, Any
     try:
         return index, take(index)
     except StaleIndex:
-        changed()
+        scene_revision.changed()
         index = current(view_layer)
         return index, take(index)
 
@@ -223,3 +216,6 @@ def object_named(name: str) -> Any | None:
     if found is not None and found.library is None:
         remember(name, found)
     return found
+
+
+scene_revision.keeping(_drop)

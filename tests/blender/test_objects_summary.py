@@ -96,7 +96,7 @@ def _big_scene(per_collection: dict[str, int], name_length: int = 8) -> list[str
             obj = bpy.data.objects.new(f"{collection_name}_{i:06d}".ljust(name_length, "x"), mesh if i % 2 else None)
             collection.objects.link(obj)
             names.append(obj.name)
-    _index().changed()  # what the bridge does after agent code ran
+    importlib.import_module(f"{ADDON_MODULE}.scene_revision").changed()  # what the bridge does after agent code ran
     return names
 
 
@@ -250,7 +250,7 @@ def test_an_object_linked_from_a_library_under_a_local_name_never_stands_in_for_
         into.objects = ["Shared"]
     [from_library] = into.objects
     bpy.context.scene.collection.objects.link(from_library)
-    _index().changed()
+    importlib.import_module(f"{ADDON_MODULE}.scene_revision").changed()
     page = _tools().objects_summary({}, None)  # the linked one comes last, so it is the one last seen under the name
     assert [o["name"] for o in page["collections"][0]["objects"]] == ["Shared", "Shared"]
     assert bpy.data.objects.get("Shared") == local
