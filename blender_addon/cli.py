@@ -45,6 +45,12 @@ def run(argv: list[str]) -> int:
         "--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)"
     )
     parser.add_argument(
+        "--checkpoint-folder",
+        type=Path,
+        default=None,
+        help="where checkpoints are kept (default: hermes_bridge/checkpoints in Blender's config folder)",
+    )
+    parser.add_argument(
         "--stop-on-stdin-eof", action="store_true", help="also stop when standard input closes (for supervisors)"
     )
     args = parser.parse_args(argv)
@@ -56,6 +62,7 @@ def run(argv: list[str]) -> int:
         port=defaults.port if args.port is None else args.port,
         lab_port=lab_port,
         runtime_file=args.runtime_file,
+        checkpoint_folder=args.checkpoint_folder,
         allow_code=defaults.allow_code and not args.no_code_execution,
         mode=service.Mode.BACKGROUND,
     )

@@ -71,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--log-file", type=Path, default=_default_serve_log(), help="where Blender's log is kept (default: %(default)s)"
     )
+    serve.add_argument(
+        "--checkpoint-folder",
+        type=Path,
+        default=_default_checkpoints(),
+        help="where the bridge keeps checkpoints; it outlives serve, so a rescue is never lost (default: %(default)s)",
+    )
     _runtime_file_option(serve)
     serve.set_defaults(handler=_serve)
 
@@ -177,6 +183,7 @@ def _serve(args: argparse.Namespace) -> int:
         lab_port=lab_port,
         log_file=args.log_file,
         private_log_folder=args.log_file == _default_serve_log(),
+        checkpoint_folder=args.checkpoint_folder,
     )
     try:
         with blender:
@@ -187,6 +194,7 @@ def _serve(args: argparse.Namespace) -> int:
                 _progress(f"log: {blender.log_path}")
             else:
                 _warning(f"{blender.log_refusal}; serving without a log file")
+            _progress(f"checkpoints: {args.checkpoint_folder} (kept after serve stops)")
             _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
             while (code := blender.exit_code()) is None and not stop.wait(0.2):
                 pass
@@ -545,6 +553,18 @@ def _default_serve_log() -> Path:
     """In a folder of its own, made owner-only (a log of a chosen path leaves its folder as it is)."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(cache) / "hermes-blender" / "serve.log"
+
+
+def _default_checkpoints() -> Path:
+    """The toolkit's data folder, which outlives every `serve` (Blender's user folder under `serve` is a temporary
+    one): `$XDG_DATA_HOME` or ~/.local/share, ~/Library/Application Support on macOS, %LOCALAPPDATA% on Windows."""
+    if sys.platform == "win32":
+        data = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        data = str(Path.home() / "Library" / "Application Support")
+    else:
+        data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(data) / "hermes-blender" / "checkpoints"
 
 
 def _expand(path: str) -> Path:

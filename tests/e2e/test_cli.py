@@ -498,3 +498,38 @@ def test_inspects_pictures_are_named_for_what_they_show_before_and_after(
     for shown in ("before", "after"):
         picture = tmp_path / "shots" / f"execute_blender_code-{shown}.png"
         assert f"picture: {picture}" in run.stdout and picture.read_bytes().startswith(b"\x89PNG")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="XDG_DATA_HOME")
+@pytest.mark.timeout(300)
+def test_serve_keeps_checkpoints_in_the_toolkits_data_folder_after_it_stops(tmp_path: Path) -> None:
+    """Blender's user folder under serve is a temporary one; a rescue checkpoint "may hold the only copy"."""
+    data = tmp_path / "data"
+    env = {**os.environ, "XDG_DATA_HOME": str(data)}
+    with _serving(tmp_path, env=env) as serve:
+        _until_published(serve, tmp_path / "server.json")
+        saved = subprocess.run(
+            [
+                *CLI,
+                "call",
+                "save_checkpoint",
+                "--arguments",
+                '{"name": "before-the-chair"}',
+                "--runtime-file",
+                str(tmp_path / "server.json"),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            stdin=subprocess.DEVNULL,
+        )
+        assert saved.returncode == 0, saved.stdout + saved.stderr
+        assert serve.stdin is not None
+        serve.stdin.close()
+        code = serve.wait(60)
+    _assert_clean_stop(serve, code, tmp_path)
+    kept = data / "hermes-blender" / "checkpoints"
+    assert (kept / "before-the-chair.blend").is_file() and (kept / "before-the-chair.json").is_file()
+    assert (kept.stat().st_mode & 0o777) == 0o700
