@@ -24,7 +24,8 @@ from .tool_host import ToolHost
 
 INSTRUCTIONS = (
     "Tools for the Blender instance that published this endpoint. Read get_objects_summary before "
-    "changing anything. Code execution in Blender is not a sandbox."
+    "changing anything. When code fails, read the error's `hint` first: it names what this Blender's API has. "
+    "Code execution in Blender is not a sandbox."
 )
 
 

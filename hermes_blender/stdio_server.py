@@ -314,7 +314,8 @@ def server(bridge: StdioBridge) -> Server[Any]:
         instructions=(
             "Tools for the Blender that is open on this computer, found through the runtime file it publishes. "
             "Read get_objects_summary before changing anything; list_blenders says which Blender this is when "
-            "several are open. Code execution in Blender is not a sandbox."
+            "several are open. When code fails, read the error's `hint` first: it names what this Blender's API "
+            "has. Code execution in Blender is not a sandbox."
         ),
         on_list_tools=bridge.list_tools,
         on_call_tool=bridge.call_tool,

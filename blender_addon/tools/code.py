@@ -76,7 +76,8 @@ def _answer(envelope: Envelope) -> dict[str, Any]:
                 output["output_cut"] = True
             output[key] = text
     if envelope["status"] != "ok":
-        raise ToolError(envelope["message"], state="execution_error", **output)
+        hint = {"hint": envelope["hint"]} if "hint" in envelope else {}
+        raise ToolError(envelope["message"], state="execution_error", **hint, **output)
     return {"result": json.loads(envelope["result"]), **output}
 
 

@@ -22,6 +22,7 @@ import bpy
 from ..errors import JobInterrupted
 from ..jsontext import RawJson, dumps
 from .context import Interrupts, JobContext
+from .hints import hint_for
 
 BLOCKED_OPERATORS = frozenset(
     {
@@ -64,7 +65,7 @@ def execute(code: str, job: JobContext, *, strict_json: bool, preload_bpy: bool 
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
         except BaseException as exc:  # KeyboardInterrupt and friends too: agent code must never end Blender
-            return captured.envelope(error=_traceback(exc))
+            return captured.envelope(error=_traceback(exc), hint=hint_for(exc, code, FILENAME))
     check = namespace.get("check_is_finished")
     if callable(check):
         return Deferred(lambda: _poll(check, strict_json, captured, job.interrupts))
@@ -159,10 +160,12 @@ class _Capture:
     def __exit__(self, *exc_info: object) -> None:
         sys.stdout, sys.stderr = self._saved
 
-    def envelope(self, *, result: RawJson | None = None, error: str | None = None) -> Envelope:
+    def envelope(self, *, result: RawJson | None = None, error: str | None = None, hint: str | None = None) -> Envelope:
         envelope: Envelope = (
             {"status": "ok", "result": result} if error is None else {"status": "error", "message": error}
         )
+        if hint is not None:  # read from the running Blender's API when agent code failed (tools/hints.py)
+            envelope["hint"] = hint
         for key, buffer in (("stdout", self.out), ("stderr", self.err)):
             if text := buffer.getvalue():
                 envelope[key] = text
