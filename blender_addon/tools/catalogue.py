@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from .api_lookup import LOOKUP_BLENDER_API
 from .base import Tool
 from .blendfile import BLENDFILE_TOOLS
 from .code import EXECUTE_BLENDER_CODE
@@ -20,6 +21,7 @@ CATALOGUE: dict[str, Tool] = {
         GET_OBJECT_DETAIL_SUMMARY,
         *BLENDFILE_TOOLS,
         EXECUTE_BLENDER_CODE,
+        LOOKUP_BLENDER_API,
         *SCREEN_TOOLS,
         VIEW_MONTAGE,
         *RENDER_TOOLS,
