@@ -115,7 +115,7 @@ def _enum(value: str, listed: str) -> str:
 
 def _node_type(name: str) -> str | None:
     """A node added by its name in the interface (or a misspelt type): the identifiers that name has."""
-    types = _node_types()
+    types = node_types()
     exact = sorted({idname for idname, ui in types if ui.lower() == name.lower()})
     if exact:
         return f"nodes.new() takes the type's identifier, not its name: {name!r} is {_either(exact)}"
@@ -125,18 +125,22 @@ def _node_type(name: str) -> str | None:
     return f"no node type {name!r}; did you mean {_either(near)}?" if near else None
 
 
-def _node_types() -> list[tuple[str, str]]:
-    """(bl_idname, interface name) of every node type this Blender registers."""
+def node_types() -> list[tuple[str, str]]:
+    """(bl_idname, interface name) of every node type this Blender registers (`bpy.types` makes a type's class at
+    its first look, so they are looked at by name, not found among subclasses)."""
     found: list[tuple[str, str]] = []
-    pending = list(bpy.types.Node.__subclasses__())
-    while pending:
-        kind = pending.pop()
-        pending.extend(kind.__subclasses__())
-        idname = getattr(kind, "bl_idname", "") or kind.__name__
-        rna = getattr(kind, "bl_rna", None)
-        if rna is not None and idname:
-            found.append((idname, rna.name))
+    for name in dir(bpy.types):
+        kind = getattr(bpy.types, name, None)
+        if not (isinstance(kind, type) and issubclass(kind, bpy.types.Node)) or name in ABSTRACT_NODES:
+            continue
+        found.append((getattr(kind, "bl_idname", "") or name, kind.bl_rna.name))
     return found
+
+
+ABSTRACT_NODES = frozenset(
+    {"Node", "NodeInternal", "ShaderNode", "GeometryNode", "CompositorNode", "TextureNode", "FunctionNode"}
+)
+"""Bases of node types, never a node of their own."""
 
 
 def _operator_context(module: str, name: str) -> str:

@@ -33,6 +33,7 @@ OUR_OWN = {
     "restore_checkpoint",
     "get_view_montage",
     "lookup_blender_api",
+    "describe_node_type",
 }
 """Beyond the official Blender Lab catalogue (README › Tools)."""
 OFFICIAL_NAMES = {
@@ -101,7 +102,7 @@ def test_the_catalogue_offers_the_official_names_with_schemas_and_hints(blender:
     for name, tool in tools.items():
         assert tool["inputSchema"]["type"] == "object" and tool["description"], name
         hints = tool["annotations"]
-        if name.startswith(("get_", "list_", "lookup_")):
+        if name.startswith(("get_", "list_", "lookup_", "describe_")):
             assert hints["readOnlyHint"] is True, name
         elif name == "save_checkpoint":  # writes a copy in the bridge's folder, changes nothing
             assert hints["readOnlyHint"] is False and hints["destructiveHint"] is False, name
@@ -407,6 +408,7 @@ def test_every_result_validates_against_its_schema(factory: Session, tmp_path: P
         ("execute_blender_code", {"code": "print('hi')\nresult = {'n': len(bpy.data.objects)}"}),
         ("lookup_blender_api", {"query": "scene.render.engine"}),
         ("lookup_blender_api", {"query": "Objct.locaton"}),
+        ("describe_node_type", {"node_type": "Principled BSDF"}),
         ("render_viewport_to_path", {"output_path": str(tmp_path / "v.png")}),
         ("render_thumbnail_to_path", {"output_path": str(tmp_path / "t.png")}),
     ]
