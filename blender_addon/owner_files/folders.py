@@ -23,46 +23,77 @@ class NotOwnFolder(Exception):
     """A folder the bridge will not write its own files into; the message says why, in words."""
 
 
+MAX_LINKS = 40
+"""Links followed on the way to one folder at most (the kernel's own bound)."""
+
+
 def own_folder(folder: Path, *, create: bool = True) -> bool:
     """Check that only this process's user can change `folder` (absolute), making what is missing (0700) when
-    `create`: each folder on the way is this user's or root's and nobody else may rename its entries (a sticky one
-    such as /tmp may be on the way), the folder itself is this user's and made 0700, and no name on the way is a
-    link. False: it does not exist and `create` is false. Raises NotOwnFolder, saying why."""
+    `create`. Each folder on the way is this user's or root's and nobody else may rename its entries (a sticky one
+    such as /tmp may be on the way); a link on the way is followed only if this user or root made it (it sits in a
+    folder nobody else may change, so nobody can swap it later); the folder itself is this user's, neither shared
+    (sticky) nor writable by others, and made 0700. False: it does not exist and `create` is false. Raises
+    NotOwnFolder, saying why."""
+    if not folder.is_absolute():
+        raise NotOwnFolder(f"{folder} is not an absolute path")
     if not HELD:
         if create:
             folder.mkdir(parents=True, exist_ok=True)
         return folder.is_dir()
+    path = folder
+    for _ in range(MAX_LINKS):
+        try:
+            return _walk(path, folder, create=create)
+        except _TrustedLink as link:
+            path = link.target
+    raise NotOwnFolder(f"more than {MAX_LINKS} links on the way to {folder}")
+
+
+class _TrustedLink(Exception):
+    """A link this user or root made, on the way: the walk starts again along it."""
+
+    def __init__(self, target: Path) -> None:
+        self.target = target
+
+
+def _walk(path: Path, folder: Path, *, create: bool) -> bool:
     me = os.geteuid()
-    fd: int | None = os.open(folder.anchor, _FOLDER)
-    here = Path(folder.anchor)
+    fd: int | None = os.open(path.anchor, _FOLDER)
+    here = Path(path.anchor)
+    parts = path.parts[1:]
     try:
-        for part in folder.parts[1:]:
+        for index, part in enumerate(parts):
             assert fd is not None
             found = os.fstat(fd)
             if found.st_uid not in (me, 0) or (why := others_may_write(found, fd)) is not None:
                 owner = "root" if found.st_uid == 0 else f"uid {found.st_uid}"
                 why = why or "it belongs to another user"
                 raise NotOwnFolder(f"{here} (on the way to {folder}, owned by {owner}) is not safe: {why}")
-            here = here / part
             parent, fd = fd, None
-            fd = _enter(parent, part, here, create=create)
+            fd = _enter(parent, part, here, parts[index + 1 :], create=create)
+            here = here / part
             if fd is None:
                 return False
         assert fd is not None
         found = os.fstat(fd)
         if found.st_uid != me:
             raise NotOwnFolder(f"{folder} belongs to another user (uid {found.st_uid}), not this process's (uid {me})")
+        if found.st_mode & stat.S_ISVTX:
+            raise NotOwnFolder(f"{folder} is a shared folder (sticky, such as /tmp): name a folder of its own in it")
+        if (why := others_may_write(found, fd)) is not None:
+            raise NotOwnFolder(f"{folder} is not the bridge's own: {why}")
         if stat.S_IMODE(found.st_mode) != 0o700:
-            os.fchmod(fd, 0o700)  # ours: others could otherwise list it, or (group-writable) swap a file in it
+            os.fchmod(fd, 0o700)  # nobody else may write it: made unreadable to them too
         return True
     finally:
         if fd is not None:
             os.close(fd)
 
 
-def _enter(parent: int, name: str, path: Path, *, create: bool) -> int | None:
-    """The folder `name` in the held folder `parent`, opened without following a link (made 0700 when missing and
-    `create`; None when missing and not); `parent` is closed either way."""
+def _enter(parent: int, name: str, here: Path, rest: tuple[str, ...], *, create: bool) -> int | None:
+    """The folder `name` in the held folder `here` (`parent`), opened without following a link (made 0700 when
+    missing and `create`; None when missing and not); `parent` is closed either way. A link this user or root made
+    raises _TrustedLink with the path to walk instead (its target, then `rest`); anyone else's, NotOwnFolder."""
     try:
         try:
             return os.open(name, _FOLDER, dir_fd=parent)
@@ -72,9 +103,15 @@ def _enter(parent: int, name: str, path: Path, *, create: bool) -> int | None:
             os.mkdir(name, 0o700, dir_fd=parent)  # nobody else may add names here: checked on the way
             return os.open(name, _FOLDER, dir_fd=parent)
     except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(name, parent):
-            raise NotOwnFolder(f"{path} is a link; the bridge never writes through a link") from None
-        raise
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) or not _is_link(name, parent):
+            raise
+        owner = os.lstat(name, dir_fd=parent).st_uid
+        if owner not in (os.geteuid(), 0):
+            raise NotOwnFolder(
+                f"{here / name} is a link another user (uid {owner}) made; the bridge never writes through it"
+            ) from None
+        target = Path(os.readlink(name, dir_fd=parent))
+        raise _TrustedLink((target if target.is_absolute() else here / target).joinpath(*rest)) from None
     finally:
         os.close(parent)
 

@@ -25,5 +25,9 @@ def open_owner_only_for_append(path: Path | str) -> int:
     readable by others; never through a link (ELOOP), so a link planted there is no way to another file."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o600)
     if sys.platform != "win32":
+        found = os.fstat(fd)
+        if found.st_uid != os.geteuid() or found.st_nlink != 1 or not stat.S_ISREG(found.st_mode):
+            os.close(fd)  # another user's file, or a hard link to one: never appended to nor chmodded
+            raise PermissionError(f"{path} is not a file of this user's alone; it is left untouched")
         os.fchmod(fd, 0o600)
     return fd
