@@ -200,7 +200,7 @@ def _watch_wakeups(signums: frozenset[int], stop: Callable[[], None]) -> Callabl
     reader, writer = socket.socketpair()
     writer.setblocking(False)
     try:
-        previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+        previous = SIGNALS.guard_wakeup(writer.fileno())
     except (ValueError, OSError):  # not the main thread of the main interpreter, or a platform without it
         reader.close()
         writer.close()
@@ -216,7 +216,7 @@ def _watch_wakeups(signums: frozenset[int], stop: Callable[[], None]) -> Callabl
     watcher.start()
 
     def unwatch() -> None:
-        signal.set_wakeup_fd(previous)
+        SIGNALS.release_wakeup(previous)
         with contextlib.suppress(OSError):
             reader.shutdown(socket.SHUT_RDWR)
         watcher.join()  # a thread still alive at exit hangs bpy 4.5's own teardown

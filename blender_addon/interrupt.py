@@ -70,6 +70,8 @@ class SignalGuards:
     def __init__(self) -> None:
         self._guarded: dict[int, Handler] = {}
         self._original = signal.signal
+        self._wakeup: int | None = None
+        """The descriptor the bridge's signals wake its watcher through (`guard_wakeup`), set anew with them."""
 
     def guard(self, signum: int, handler: Handler) -> Handler:
         """Set a handler the bridge relies on (main thread). Returns the previous one."""
@@ -89,12 +91,25 @@ class SignalGuards:
     def holds(self, signum: int) -> bool:
         return signum in self._guarded
 
+    def guard_wakeup(self, fd: int) -> int:
+        """Make `fd` the signals' wake-up descriptor (main thread), set anew after every job; the old one back."""
+        previous = signal.set_wakeup_fd(fd, warn_on_full_buffer=False)
+        self._wakeup = fd
+        return previous
+
+    def release_wakeup(self, previous: int) -> None:
+        self._wakeup = None
+        signal.set_wakeup_fd(previous)
+
     def restore(self) -> None:
-        """Main thread, after a job: every guarded handler is ours again, set anew whatever Python's table says:
-        agent code can change one below it (ctypes' `signal`), which only the kernel knows. (A signal the process
-        ignores is discarded when sent, so one sent during that job is lost: README › Security.)"""
+        """Main thread, after a job: every guarded handler, and the wake-up descriptor, are ours again, set anew
+        whatever Python's table says: agent code can change a handler below it (ctypes' `signal`), which only the
+        kernel knows. (A signal the process ignores is discarded when sent, so one sent during that job is lost:
+        README › Security.)"""
         for signum, handler in self._guarded.items():
             self._original(signum, handler)
+        if self._wakeup is not None:  # without it a later render would hold SIGTERM's stop until it ends
+            signal.set_wakeup_fd(self._wakeup, warn_on_full_buffer=False)
 
     def _refusing(self, signum: int, handler: Handler) -> Handler:
         if signum in self._guarded:

@@ -277,9 +277,20 @@ RENDER_FOR_HOURS = (
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGTERM")
-def test_sigterm_during_a_render_ends_blender_without_waiting_for_the_render(own_blender: HeadlessBlender) -> None:
+@pytest.mark.parametrize(
+    "before",
+    ["nothing", "import signal\nsignal.set_wakeup_fd(-1)"],
+    ids=["alone", "after a job turned the wake-up descriptor off"],
+)
+def test_sigterm_during_a_render_ends_blender_without_waiting_for_the_render(
+    own_blender: HeadlessBlender, before: str
+) -> None:
     """The render holds the main thread in C (Python's handler waits for it), so the stop starts from the thread
-    that hears the signal's wake-up byte: the runtime file is withdrawn and Blender exits, the render abandoned."""
+    that hears the signal's wake-up byte: the runtime file is withdrawn and Blender exits, the render abandoned. A
+    job that turned the wake-up descriptor off does not outlive itself: it is set anew after every job."""
+    if before != "nothing":
+        client = BridgeClient(RuntimeFileSpec(path=str(own_blender.runtime_file)))
+        assert not asyncio.run(client.call_tool("execute_blender_code", {"code": before})).is_error
     record = json.loads(own_blender.runtime_file.read_text())
     body, headers = modern_request(
         "tools/call", {"name": "execute_blender_code", "arguments": {"code": RENDER_FOR_HOURS}}
