@@ -487,10 +487,13 @@ class Scene:
             "frame_change_pre": self._persistent(self._frame_changing),
             "load_pre": self._persistent(self._loading),
             "load_post": self._persistent(self._loaded),
+            "load_post_fail": self._persistent(self._load_failed),
             "save_post": self._persistent(self._saved),
             "undo_post": self._persistent(self._stepped),
             "redo_post": self._persistent(self._stepped),
         }
+        self._handlers = {name: h for name, h in self._handlers.items() if hasattr(bpy.app.handlers, name)}
+        """Those this Blender has (`load_post_fail` is not on every line)."""
 
     @staticmethod
     def _persistent(method: Callable[..., None]) -> Callable[..., None]:
@@ -555,7 +558,7 @@ class Scene:
         if view_layer is None or threading.current_thread() is not threading.main_thread():
             return
         depsgraph = view_layer.depsgraph
-        if any(map(depsgraph.id_type_updated, TOLD_TYPES)):
+        if depsgraph is not None and any(map(depsgraph.id_type_updated, TOLD_TYPES)):
             depsgraph.update()
 
     def _loading(self, *_args: Any) -> None:
@@ -568,6 +571,9 @@ class Scene:
         verb = "reverted" if self._path_before_load and self._path_before_load == path else "opened"
         word, self._load_word = self._load_word or verb, None
         self._replaced_by({"event": word, "path": path})
+
+    def _load_failed(self, *_args: Any) -> None:
+        self._orphans = {}  # nothing was loaded: what was unused then says nothing about the next load
 
     def expect_load(self, word: str) -> None:
         """The job is about to load a file for a reason of its own (a checkpoint restored): tell it so."""
@@ -989,24 +995,18 @@ def _only_materials_looked(span: Touched) -> bool:
 
 
 def _materials_given(span: Touched, lists: dict[str, list[Any]], made: set[str]) -> list[dict[str, str]]:
-    """The objects that wear a material the span made, and which (one only this span could have given them):
-    told as given, not as their data and shading edited (`lists` loses them)."""
+    """The objects that wear a material the span made, and which (one only this span could have given them): told
+    as given, not as re-shaded (`lists` loses them there)."""
     given: list[dict[str, str]] = []
     for obj, _ in span.objects.values():
         with contextlib.suppress(ReferenceError):
             worn = unique([name_of(s.material) for s in obj.material_slots if s.material is not None])
             given.extend({"object": name_of(obj), "material": name} for name in worn if name in made)
-    if given:
+    if given:  # their new look is the gift; their data stays told (a vertex or modifier edited beside it)
         wearers = {entry["object"] for entry in given}
-        for key in ("data_changed", "shading_changed"):
-            lists[key] = [name for name in lists[key] if name not in wearers]
-        their_data = {
-            f"{KINDS[o.data.id_type]}/{name_of(o.data)}"
-            for o, _ in span.objects.values()
-            if o.data is not None and name_of(o) in wearers and o.data.id_type in KINDS
-        }
-        told = their_data | {f"materials/{name}" for name in made}  # counted as made, given by name
-        lists["datablocks_changed"] = [name for name in lists["datablocks_changed"] if name not in told]
+        lists["shading_changed"] = [name for name in lists["shading_changed"] if name not in wearers]
+        made_names = {f"materials/{name}" for name in made}  # counted as made, given by name
+        lists["datablocks_changed"] = [name for name in lists["datablocks_changed"] if name not in made_names]
     return given
 
 

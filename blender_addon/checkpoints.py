@@ -174,7 +174,7 @@ class Checkpoints:
         source = self.folder / f"{record.name}{SUFFIX}"
         here = self._user_file()
         if record.file != here or not here:  # loaded from a copy that returns to the open file's path, if any
-            source = self._unsaved_copy(source, record.name, returns_to=here if record.file else None)
+            source = self._unsaved_copy(source, record.name, returns_to=here if here or record.file else None)
         try:
             with window():
                 result = bpy.ops.wm.recover_auto_save(filepath=str(source), use_scripts=False)

@@ -126,14 +126,15 @@ def merge(summaries: list[Summary], *, selection: list[str] | None = None) -> Su
 
 
 def _join_additions(merged: Summary, summary: Summary) -> None:
-    """Fold `summary`'s removals, then its additions, into `merged`'s: a name added before and removed now (or
-    removed before and added back now) leaves both lists. Removals first: one span that removes an object and adds
-    another of its name has added it."""
+    """Fold `summary`'s additions and removals into `merged`'s: a name added by an earlier span and removed by this
+    one (or removed earlier and added back now) leaves both lists. Within one span both lists are true as they
+    stand (an object removed and another made under its name: both told)."""
+    before = {key: set(merged.get(key, [])) for key in ("added", "removed")}
     for key, other in (("removed", "added"), ("added", "removed")):
         names = summary.get(key)
         if not names:
             continue
-        back = set(merged.get(other, [])) & set(names)
+        back = before[other] & set(names)
         if back:
             merged[other] = [name for name in merged[other] if name not in back]
         merged[key] = unique([*merged.get(key, []), *(name for name in names if name not in back)])

@@ -170,14 +170,16 @@ def _run_tool(tool: Tool, arguments: dict[str, Any], job: JobContext) -> ToolOut
             data = tool.run(arguments, job)
     except ToolError as exc:
         told.into(exc.details)
-        if "changes" in exc.details:
+        if "changes" in exc.details and tool.records_step:
             raise ToolError(_changes_stand(exc, exc.details["changes"]), state=exc.state, **exc.details) from exc
         raise
     except Exception as exc:
         details: dict[str, Any] = {}
         told.into(details)
         failed = ToolError(f"{tool.name} failed: {type(exc).__name__}: {exc}", state="tool_failed")
-        message = _changes_stand(failed, details["changes"]) if "changes" in details else str(failed)
+        message = (
+            _changes_stand(failed, details["changes"]) if "changes" in details and tool.records_step else str(failed)
+        )
         return ToolOutcome.error(message, state="tool_failed", **details)
     if isinstance(data, Deferred):
         return data

@@ -33,9 +33,15 @@ EXIT_TIMEOUT = 30.0
 """Seconds a Blender whose bridge has stopped gets to exit (Blender's own teardown, slow on a loaded machine)."""
 
 
+LAB_FOLDER = "lab"
+"""Beside the runtime file, the Blender Lab listener's own (`lab/server.json`, and its records in `lab/servers/`)."""
+
+
 def withdraw_for(runtime_file: Path, pid: int) -> None:
-    """After a kill: remove the runtime file and the bridge's own record if they still name `pid`."""
-    for path in (runtime_file, _own_record(runtime_file, pid)):
+    """After a kill: remove the runtime files (the bridge's and its Lab listener's) and their own records if they
+    still name `pid`."""
+    lab_file = runtime_file.parent / LAB_FOLDER / runtime_file.name
+    for path in (lab_file, _own_record(lab_file, pid), runtime_file, _own_record(runtime_file, pid)):
         if published_fields(path).get("pid") == pid:
             with contextlib.suppress(OSError):
                 path.unlink()

@@ -266,11 +266,13 @@ def _tree(branches: tuple[scene_index.Branch, ...], placed: dict[int, list[dict[
     root: dict[str, Any] | None = None
     occupied = _occupied(branches, placed)
     path: list[str] = []
+    top = branches[0].depth  # a page of one collection's subtree starts below the scene's top
     for position, branch in enumerate(branches):
-        while stack and stack[-1][0] >= branch.depth:
+        depth = branch.depth - top
+        while stack and stack[-1][0] >= depth:
             stack.pop()
         collection = branch.layer_collection.collection
-        del path[branch.depth :]
+        del path[depth:]
         path.append(name_of(collection))
         if position not in occupied:
             continue
@@ -281,14 +283,14 @@ def _tree(branches: tuple[scene_index.Branch, ...], placed: dict[int, list[dict[
             "objects": placed.get(position, []),
             "children": [],
         }
-        if branch.depth > TREE_DEPTH:
+        if depth > TREE_DEPTH:
             node["inside"] = path[-2]  # shown among the children of its ancestor at TREE_DEPTH
         if stack:
             stack[-1][1]["children"].append(node)
         else:
             root = node
-        if branch.depth <= TREE_DEPTH:
-            stack.append((branch.depth, node))
+        if depth <= TREE_DEPTH:
+            stack.append((depth, node))
     return root
 
 

@@ -253,7 +253,8 @@ def test_restores_in_a_never_saved_session_keep_one_copy_and_every_copy_the_user
     assert all(names == [open_file] for names, open_file in after_each)  # one copy: the open one
     assert len({open_file for _, open_file in after_each}) == 3
     assert rescues == [""] * len(rescues)  # an untouched copy is no file of the user's: the rescues say unsaved
-    assert kept == sorted([saved_by_user, open_now])  # the copy the user saved stays; the new one is open
+    # the copy the user saved is their file now: a restore returns to it, where their next save goes
+    assert kept == [saved_by_user] and open_now == saved_by_user
 
 
 def test_a_restore_keeps_another_blenders_copies_and_is_not_failed_by_stray_notes(bridge: Any, tmp_path: Path) -> None:
@@ -1580,3 +1581,62 @@ def test_a_restore_that_fails_keeps_no_rescue_and_a_save_may_not_take_a_rescues_
     assert all(answer.is_error and "checkpoint_not_loaded" in answer.text for answer in failed), failed[0].text
     assert [entry["name"] for entry in listed.structured["checkpoints"]] == ["broken"]
     assert taken.is_error and "invalid_checkpoint_name" in taken.text and "rescue" in taken.text
+
+
+DEEP_CHAIN = """
+parent = bpy.context.scene.collection
+for i in range(1, 61):
+    child = bpy.data.collections.new(f"C{i}")
+    parent.children.link(child)
+    if i in (38, 42, 45, 50, 60):
+        child.objects.link(bpy.data.objects.new(f"O{i}", None))
+    parent = child
+"""
+
+
+def _shown(node: dict[str, Any] | None, objects: list[str], insides: dict[str, str]) -> None:
+    if node is None:
+        return
+    objects.extend(entry["name"] for entry in node["objects"])
+    if "inside" in node:
+        insides[node["name"]] = node["inside"]
+    for child in node["children"]:
+        _shown(child, objects, insides)
+
+
+@pytest.mark.parametrize(
+    "collection, expected",
+    [(None, [38, 42, 45, 50, 60]), ("C30", [38, 42, 45, 50, 60]), ("C41", [42, 45, 50, 60]), ("C45", [45, 50, 60])],
+)
+def test_a_deep_tree_or_a_deep_collections_subtree_shows_each_object_once_and_each_flat_node_its_parent(
+    bridge: Any, collection: str | None, expected: list[int]
+) -> None:
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("execute_blender_code", {"code": DEEP_CHAIN})
+        return await client.call_tool("get_objects_summary", {"collection": collection} if collection else {})
+
+    answer = _calls(bridge, "2026-07-28", script)
+    assert not answer.is_error, answer.text[:300]
+    objects: list[str] = []
+    insides: dict[str, str] = {}
+    for tree in answer.structured["collections"]:
+        _shown(tree, objects, insides)
+    assert sorted(name for name in objects if name[0] == "O") == sorted(f"O{i}" for i in expected)
+    assert len(objects) == len(set(objects))
+    assert all(inside == f"C{int(name[1:]) - 1}" for name, inside in insides.items()), insides
+
+
+def test_a_checkpoint_made_before_the_first_save_restores_into_the_file_saved_since(
+    bridge: Any, tmp_path: Path
+) -> None:
+    mine = tmp_path / "mine.blend"
+
+    async def script(client: SdkClient) -> Any:
+        await client.call_tool("save_checkpoint", {"name": "unsaved-start"})
+        await client.call_tool("execute_blender_code", {"code": f"bpy.ops.wm.save_as_mainfile(filepath={str(mine)!r})"})
+        return await client.call_tool("restore_checkpoint", {"name": "unsaved-start"})
+
+    restored = _calls(bridge, "2026-07-28", script)
+    assert not restored.is_error, restored.text
+    assert restored.structured["file"] == str(mine) and restored.structured["file_unchanged"] is True
+    assert "note" not in restored.structured

@@ -107,3 +107,8 @@ def test_unused_datablocks_a_load_left_out_are_summed_and_told_as_such() -> None
     merged = merge([_span(0, 1, orphans_dropped={"materials": 2}), _span(1, 2, orphans_dropped={"materials": 1})])
     assert merged["orphans_dropped"] == {"materials": 3}
     assert "left out unused datablocks (3 materials" in merged["said"] and "-" not in merged["said"]
+
+
+def test_one_span_that_removes_an_object_and_makes_another_of_its_name_tells_both() -> None:
+    merged = merge([_span(0, 1, added=["Cube"], removed=["Cube"])])
+    assert merged["added"] == ["Cube"] and merged["removed"] == ["Cube"] and merged["changed"] is True

@@ -138,7 +138,9 @@ def test_mcp_refuses_a_file_to_pin_whose_name_is_not_utf8_and_says_to_pin_by_pid
 
 
 @contextmanager
-def _serving(tmp_path: Path, *, log: bool = True, env: dict[str, str] | None = None) -> Iterator[subprocess.Popen[str]]:
+def _serving(
+    tmp_path: Path, *, log: bool = True, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+) -> Iterator[subprocess.Popen[str]]:
     """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running.
     Without `log`, Blender's console goes where serve keeps it by default."""
     serve = subprocess.Popen(
@@ -148,6 +150,7 @@ def _serving(tmp_path: Path, *, log: bool = True, env: dict[str, str] | None = N
             "--runtime-file",
             str(tmp_path / "server.json"),
             *(["--log-file", str(tmp_path / "serve.log")] if log else []),
+            *extra,
         ],
         stdin=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -197,20 +200,23 @@ def _until_published(serve: subprocess.Popen[str], runtime_file: Path) -> None:
 @pytest.mark.skipif(sys.platform == "win32", reason="process groups and SIGKILL")
 @pytest.mark.timeout(300)
 def test_serve_withdraws_the_runtime_file_of_its_blender_killed_with_sigkill(tmp_path: Path) -> None:
-    """A killed Blender cannot withdraw its runtime file: serve, which sees it die, withdraws it for it (and its
-    own record), only while they still name that pid."""
+    """A killed Blender cannot withdraw its runtime files: serve, which sees it die, withdraws them for it (its own
+    records too, and the Lab listener's file), only while they still name that pid."""
     runtime_file = tmp_path / "server.json"
-    with _serving(tmp_path) as serve:
+    lab_file = tmp_path / "lab" / "server.json"
+    with _serving(tmp_path, extra=("--lab-port", "0")) as serve:
         _until_published(serve, runtime_file)
         (blender,) = psutil.Process(serve.pid).children()
         record = Path(instance_spec(RuntimeFileSpec(path=str(runtime_file)), blender.pid).path)
         assert json.loads(runtime_file.read_text())["pid"] == blender.pid and record.exists()
+        assert json.loads(lab_file.read_text())["pid"] == blender.pid
         blender.kill()
         code = serve.wait(60)
     assert serve.stderr is not None
     said = serve.stderr.read()
     assert code == 2 and f"Blender exited with code -{signal.SIGKILL.value}" in said, said
     assert not runtime_file.exists() and not record.exists()
+    assert not lab_file.exists() and not list((tmp_path / "lab" / "servers").glob("*.json"))
 
 
 @pytest.fixture
