@@ -10,6 +10,7 @@ from .frame_task_tools import FRAME_TASK_TOOLS
 from .frames import RENDER_FRAMES
 from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
 from .montage import VIEW_MONTAGE
+from .node_trees import GET_NODE_TREE
 from .node_types import DESCRIBE_NODE_TYPE
 from .render import RENDER_TOOLS
 from .scene import GET_OBJECT_DETAIL_SUMMARY, GET_OBJECTS_SUMMARY
@@ -24,6 +25,7 @@ CATALOGUE: dict[str, Tool] = {
         EXECUTE_BLENDER_CODE,
         LOOKUP_BLENDER_API,
         DESCRIBE_NODE_TYPE,
+        GET_NODE_TREE,
         *SCREEN_TOOLS,
         VIEW_MONTAGE,
         *RENDER_TOOLS,

@@ -34,6 +34,7 @@ OUR_OWN = {
     "get_view_montage",
     "lookup_blender_api",
     "describe_node_type",
+    "get_node_tree",
 }
 """Beyond the official Blender Lab catalogue (README › Tools)."""
 OFFICIAL_NAMES = {
@@ -409,6 +410,7 @@ def test_every_result_validates_against_its_schema(factory: Session, tmp_path: P
         ("lookup_blender_api", {"query": "scene.render.engine"}),
         ("lookup_blender_api", {"query": "Objct.locaton"}),
         ("describe_node_type", {"node_type": "Principled BSDF"}),
+        ("get_node_tree", {"owner": "material:Material"}),
         ("render_viewport_to_path", {"output_path": str(tmp_path / "v.png")}),
         ("render_thumbnail_to_path", {"output_path": str(tmp_path / "t.png")}),
     ]
