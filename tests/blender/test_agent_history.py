@@ -1513,9 +1513,9 @@ def test_a_restore_tells_unused_datablocks_the_file_left_out_as_such_not_as_loss
 
     unused, restored = _calls(bridge, "2026-07-28", script)
     told = restored.structured["changes"]
-    assert unused >= 2 and told["orphans_dropped"] == {"materials": unused}, told
+    assert unused >= 2 and told["orphans_dropped"]["materials"] == unused, told  # 4.5 leaves out an image too
     assert "materials" not in told.get("datablocks", {}), told
-    assert f"left out unused datablocks ({unused} materials" in told["said"]
+    assert "left out unused datablocks (" in told["said"] and f"{unused} materials" in told["said"]
 
 
 def test_collections_nested_deeper_than_python_recurses_are_summarised_and_their_changes_told(bridge: Any) -> None:
