@@ -34,6 +34,7 @@ RENAMED = {
 """Principled BSDF inputs renamed in Blender 4.0, by their old names: offered only where the new name exists in the
 collection the code used (the running Blender decides)."""
 _KEY_ERROR = re.compile(r'key "(.*)" not found')
+_NO_ATTRIBUTE = re.compile(r"'(\w+)' object has no attribute '(\w+)'")
 _ENUM_ERROR = re.compile(r'enum "(.*?)" not found in \((.*)\)', re.S)
 _NODE_TYPE = re.compile(r"Node type (.*) undefined")
 _POLL = re.compile(r"Operator bpy\.ops\.(\w+)\.(\w+)\.poll\(\) failed")
@@ -54,6 +55,9 @@ def _hint(exc: BaseException, code: str, filename: str) -> str | None:
     text = str(exc)
     if isinstance(exc, AttributeError) and exc.name and exc.obj is not None:
         return _attribute(exc.obj, exc.name)
+    if isinstance(exc, AttributeError) and (missing := _NO_ATTRIBUTE.search(text)):
+        kind = getattr(bpy.types, missing.group(1), None)  # bpy's own refusal (and Python 3.11) names no object
+        return _attribute(kind, missing.group(2)) if kind is not None else None
     if isinstance(exc, KeyError) and (key := _KEY_ERROR.search(text)):
         return _key(key.group(1), _agent_frame(exc.__traceback__, filename), code)
     if isinstance(exc, TypeError) and (enum := _ENUM_ERROR.search(text)):
