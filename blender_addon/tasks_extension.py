@@ -14,11 +14,12 @@ from typing import Any
 
 from .jsontext import dumps
 from .net.mcp import ToolOutcome
+from .net.versions import TASKS_EXTENSION
 from .tools.frame_tasks import CANCELLED, COMPLETED, FAILED, WORKING, FramesTask
 
 __all__ = ["EXTENSION", "TASKED", "WORKING", "detailed", "task_fields"]
 
-EXTENSION = "io.modelcontextprotocol/tasks"
+EXTENSION = TASKS_EXTENSION
 TASKED = {"render_frames_to_folder": "start_render_frames_task"}
 """The tools a client that takes tasks gets as a task, and the tool that starts one with the same arguments."""
 

@@ -71,15 +71,8 @@ def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> 
     return json.dumps(body).encode(), headers
 
 
-NAME_BEARING = {
-    "tools/call": "name",
-    "prompts/get": "name",
-    "resources/read": "uri",
-    "tasks/get": "taskId",
-    "tasks/update": "taskId",
-    "tasks/cancel": "taskId",
-}
-"""Methods whose named parameter the request mirrors in the Mcp-Name header."""
+NAME_BEARING = versions.NAME_BEARING
+"""Methods whose named parameter the request mirrors in the Mcp-Name header (the add-on's own table)."""
 
 
 def _header_text(value: str) -> str:

@@ -113,15 +113,7 @@ class Stateless(Era):
         METHOD_NOT_FOUND: 404,
     }
     """JSON-RPC error code -> HTTP status (the SDK's own table)."""
-    NAME_BEARING = {
-        "tools/call": "name",
-        "prompts/get": "name",
-        "resources/read": "uri",
-        "tasks/get": "taskId",
-        "tasks/update": "taskId",
-        "tasks/cancel": "taskId",
-    }
-    """Methods whose named parameter a client mirrors in the Mcp-Name header."""
+    NAME_BEARING = versions.NAME_BEARING
 
     @staticmethod
     def claims(request: Request, method: str, params: dict[str, Any]) -> bool:

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from ..errors import BridgeError, InvalidArguments, RpcError, UnknownResource, UnknownTask, UnknownTool
 from ..jsontext import RawJson, dumps
 from .caller import Caller
-from .versions import SUPPORTED
+from .versions import SUPPORTED, TASKS_EXTENSION
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -57,7 +57,6 @@ CAPABILITIES: dict[str, Any] = {
     "prompts": {"listChanged": False},
 }
 """The 2025 handshake's: resources are read, not subscribed to (that era's updates need its GET stream)."""
-TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 STATELESS_CAPABILITIES: dict[str, Any] = {
     **CAPABILITIES,
     "resources": {"subscribe": True, "listChanged": False},

@@ -17,3 +17,14 @@ NAME_HEADER = "Mcp-Name"
 """A stateless request mirrors its method, and a tool call its tool's name, in these headers."""
 ENDPOINT_PATH = "/mcp"
 """Where the bridge serves MCP: the runtime file names it (`endpoint_path`)."""
+NAME_BEARING = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+"""Methods whose named parameter a stateless request mirrors in the Mcp-Name header (the client's and our side)."""
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+"""The MCP tasks extension's identifier (SEP-2663), in capabilities and in `tasks/*` methods."""
