@@ -14,6 +14,10 @@ import stat
 from pathlib import Path
 
 from .errors import UnsafeFolder
+from .protocol import addon_module
+
+others_may_write = addon_module("owner_files/folders.py", "folders").others_may_write
+"""Whether another user may change what is in a held folder: the add-on's own rule, one file for both sides."""
 
 HELD = hasattr(os, "O_DIRECTORY") and hasattr(os, "O_NOFOLLOW") and os.open in os.supports_dir_fd
 """Folders can be opened one name at a time without following links (POSIX; on Windows the profile's access lists
@@ -112,43 +116,3 @@ def _judge_own(fd: int, folder: Path, *, private: bool) -> None:
         raise UnsafeFolder(f"{folder} is not safe: {why}")
     if private and stat.S_IMODE(found.st_mode) != 0o700:
         os.fchmod(fd, 0o700)
-
-
-def others_may_write(found: os.stat_result, fd: int) -> str | None:
-    """Why another user may change what is in the held folder `fd` (its `fstat`), or None."""
-    mode, me = found.st_mode, os.geteuid()
-    if found.st_uid not in (me, 0):
-        return f"it belongs to another user (uid {found.st_uid}), who may change anything in it"
-    if mode & stat.S_ISVTX:
-        return None  # others may add names, never touch ours
-    if mode & stat.S_IWOTH:
-        return "every user may write to it and it has no sticky bit"
-    if mode & stat.S_IWGRP:  # with an access list, these bits are its mask: what its named users may do at most
-        if _has_access_acl(fd):
-            return "an access control list may let other users write to it"
-        if _group_has_others(found.st_gid, me):
-            return f"its group (gid {found.st_gid}) may write to it and has members other than you"
-    return None
-
-
-def _has_access_acl(fd: int) -> bool:
-    """Linux: whether the folder carries a POSIX access ACL (elsewhere, or where the file system keeps none: no)."""
-    try:
-        return "system.posix_acl_access" in os.listxattr(fd)
-    except (AttributeError, OSError):
-        return False
-
-
-def _group_has_others(gid: int, me: int) -> bool:
-    """Whether anyone but this user is in group `gid` (a listed member, or an account whose own group it is). A
-    group the system cannot name counts as having others."""
-    import grp  # POSIX only, like every caller
-    import pwd
-
-    try:
-        listed = set(grp.getgrgid(gid).gr_mem)
-    except KeyError:
-        return True
-    accounts = pwd.getpwall()
-    mine = {entry.pw_name for entry in accounts if entry.pw_uid == me}
-    return bool(listed - mine) or any(entry.pw_gid == gid and entry.pw_uid != me for entry in accounts)

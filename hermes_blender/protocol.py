@@ -9,14 +9,14 @@ import importlib.util
 from .resources import ADDON_SOURCE
 
 
-def _load_versions():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location(
-        "hermes_blender._addon_versions", ADDON_SOURCE / "net" / "versions.py"
-    )
+def addon_module(relative: str, name: str):  # type: ignore[no-untyped-def]
+    """A module of the add-on source that imports nothing of the add-on, loaded on its own (without the add-on's
+    package, which needs Blender): one file that both sides read."""
+    spec = importlib.util.spec_from_file_location(f"hermes_blender._addon_{name}", ADDON_SOURCE / relative)
     assert spec is not None and spec.loader is not None, f"the add-on source is missing at {ADDON_SOURCE}"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-versions = _load_versions()
+versions = addon_module("net/versions.py", "versions")

@@ -120,3 +120,26 @@ def a_job(dispatcher: Any) -> Any:
         history=history.AgentHistory(scene, gui=False),
         checkpoints=checkpoints.Checkpoints(Path(tempfile.mkdtemp(prefix="hermes-checkpoints-")), scene.copying),
     )
+
+
+@pytest.fixture
+def mcp_bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any, monkeypatch: Any) -> Any:
+    """A bridge serving MCP in this (background) Blender on the factory scene, for `tool_calls`; the client's pid
+    check is off: the bridge runs in this pytest process, which rightly is no Blender."""
+    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
+    return runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
+
+
+def tool_calls(bridge: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    """Each (tool, arguments) through the official SDK's client, in order, while this thread serves the bridge."""
+    import asyncio
+
+    from hermes_blender.contract.liveness import RuntimeFileSpec
+    from tests.sdk_client import SdkClient
+
+    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="2026-07-28")  # type: ignore[arg-type]
+
+    async def script() -> list[Any]:
+        return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+    return serve_while(bridge.dispatcher, lambda: asyncio.run(script()))

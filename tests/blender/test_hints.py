@@ -4,19 +4,13 @@ Blender line CI runs."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy
 import pytest
 
-from hermes_blender.contract.liveness import RuntimeFileSpec
-from tests.sdk_client import SdkClient
-
-from .conftest import serve_while
+from .conftest import tool_calls
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -50,27 +44,12 @@ MISTAKES: dict[str, tuple[str, Any]] = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _pytest_is_this_blender(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
+def _answers(mcp_bridge: Any, codes: list[str]) -> list[Any]:
+    return tool_calls(mcp_bridge, [("execute_blender_code", {"code": code}) for code in codes])
 
 
-@pytest.fixture
-def bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
-    return runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
-
-
-def _answers(bridge: Any, codes: list[str]) -> list[Any]:
-    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="2026-07-28")  # type: ignore[arg-type]
-
-    async def script() -> list[Any]:
-        return [await client.call_tool("execute_blender_code", {"code": code}) for code in codes]
-
-    return serve_while(bridge.dispatcher, lambda: asyncio.run(script()))
-
-
-def test_each_common_mistake_gets_a_hint_naming_what_this_blender_has_and_keeps_its_traceback(bridge: Any) -> None:
-    answers = _answers(bridge, [code for code, _ in MISTAKES.values()])
+def test_each_common_mistake_gets_a_hint_naming_what_this_blender_has_and_keeps_its_traceback(mcp_bridge: Any) -> None:
+    answers = _answers(mcp_bridge, [code for code, _ in MISTAKES.values()])
     for (mistake, (_, expected)), answer in zip(MISTAKES.items(), answers, strict=True):
         assert answer.is_error, mistake
         told = json.loads(answer.text)
@@ -81,7 +60,9 @@ def test_each_common_mistake_gets_a_hint_naming_what_this_blender_has_and_keeps_
         assert "Traceback" in told["error"] or "Error" in told["error"], mistake
 
 
-def test_a_call_that_succeeds_or_fails_in_a_way_no_hint_knows_gets_none(bridge: Any) -> None:
-    ok, unknown = _answers(bridge, ["result = {'n': len(bpy.data.objects)}", "raise ValueError('the agent said so')"])
+def test_a_call_that_succeeds_or_fails_in_a_way_no_hint_knows_gets_none(mcp_bridge: Any) -> None:
+    ok, unknown = _answers(
+        mcp_bridge, ["result = {'n': len(bpy.data.objects)}", "raise ValueError('the agent said so')"]
+    )
     assert not ok.is_error and "hint" not in ok.text
     assert unknown.is_error and "hint" not in json.loads(unknown.text)

@@ -3,40 +3,15 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy
 import pytest
 
-from hermes_blender.contract.liveness import RuntimeFileSpec
-from tests.sdk_client import SdkClient
-
-from .conftest import serve_while
+from .conftest import tool_calls
 
 pytestmark = pytest.mark.timeout(300)
-
-
-@pytest.fixture(autouse=True)
-def _pytest_is_this_blender(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
-
-
-@pytest.fixture
-def bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
-    return runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
-
-
-def _calls(bridge: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="2026-07-28")  # type: ignore[arg-type]
-
-    async def script() -> list[Any]:
-        return [await client.call_tool(name, arguments) for name, arguments in calls]
-
-    return serve_while(bridge.dispatcher, lambda: asyncio.run(script()))
 
 
 def _wood() -> None:
@@ -92,11 +67,15 @@ def _shape(tree: Any) -> dict[str, Any]:
     }
 
 
-def test_a_materials_tree_rebuilt_from_its_json_matches_the_original_and_reading_leaves_no_trace(bridge: Any) -> None:
+def test_a_materials_tree_rebuilt_from_its_json_matches_the_original_and_reading_leaves_no_trace(
+    mcp_bridge: Any,
+) -> None:
     _wood()
     groups = len(bpy.data.node_groups)
     reading = ("get_node_tree", {"owner": "material:Wood"})
-    _, history, told, after = _calls(bridge, [reading, ("get_agent_history", {}), reading, ("get_agent_history", {})])
+    _, history, told, after = tool_calls(
+        mcp_bridge, [reading, ("get_agent_history", {}), reading, ("get_agent_history", {})]
+    )
     assert not told.is_error, told.text
     answer = told.structured
     assert answer["tree_type"] == "ShaderNodeTree" and "4 nodes" in answer["summary"]
@@ -108,7 +87,7 @@ def test_a_materials_tree_rebuilt_from_its_json_matches_the_original_and_reading
         bpy.data.node_groups.remove(rebuilt)
 
 
-def test_a_geometry_nodes_modifiers_tree_is_read_with_its_interface(bridge: Any) -> None:
+def test_a_geometry_nodes_modifiers_tree_is_read_with_its_interface(mcp_bridge: Any) -> None:
     group = bpy.data.node_groups.new("Bumps", "GeometryNodeTree")
     group.interface.new_socket("Geometry", in_out="INPUT", socket_type="NodeSocketGeometry")
     group.interface.new_socket("Geometry", in_out="OUTPUT", socket_type="NodeSocketGeometry")
@@ -117,7 +96,7 @@ def test_a_geometry_nodes_modifiers_tree_is_read_with_its_interface(bridge: Any)
     group.links.new(inputs.outputs[0], outputs.inputs[0])
     modifier = bpy.data.objects["Cube"].modifiers.new("GeometryNodes", "NODES")
     modifier.node_group = group
-    [told] = _calls(bridge, [("get_node_tree", {"owner": "object:Cube/modifier:GeometryNodes"})])
+    [told] = tool_calls(mcp_bridge, [("get_node_tree", {"owner": "object:Cube/modifier:GeometryNodes"})])
     answer = told.structured
     assert answer["tree"] == "Bumps" and answer["tree_type"] == "GeometryNodeTree"
     assert sorted((i["in_out"], i["name"]) for i in answer["interface"]) == [
@@ -137,6 +116,6 @@ def test_a_geometry_nodes_modifiers_tree_is_read_with_its_interface(bridge: Any)
         ("material:\x00", "invalid_arguments"),
     ],
 )
-def test_an_owner_that_is_not_there_or_has_no_tree_is_a_named_error(bridge: Any, owner: str, state: str) -> None:
-    [told] = _calls(bridge, [("get_node_tree", {"owner": owner})])
+def test_an_owner_that_is_not_there_or_has_no_tree_is_a_named_error(mcp_bridge: Any, owner: str, state: str) -> None:
+    [told] = tool_calls(mcp_bridge, [("get_node_tree", {"owner": owner})])
     assert told.is_error and json.loads(told.text)["state"] == state

@@ -3,19 +3,13 @@ agent step, the revision unchanged. Compared with a node made directly here, on 
 
 from __future__ import annotations
 
-import asyncio
 import json
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import bpy
 import pytest
 
-from hermes_blender.contract.liveness import RuntimeFileSpec
-from tests.sdk_client import SdkClient
-
-from .conftest import serve_while
+from .conftest import tool_calls
 
 pytestmark = pytest.mark.timeout(300)
 KINDS = {
@@ -23,25 +17,6 @@ KINDS = {
     "a geometry node": ("GeometryNodeMeshCube", "GeometryNodeTree"),
     "a compositor node": ("CompositorNodeBlur", "CompositorNodeTree"),
 }
-
-
-@pytest.fixture(autouse=True)
-def _pytest_is_this_blender(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("tests.sdk_client.require_own_blender", lambda endpoint: None)
-
-
-@pytest.fixture
-def bridge(service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any) -> Any:
-    return runtime.start(service.BridgeConfig(runtime_file=tmp_path / "server.json", lab_port=None))
-
-
-def _calls(bridge: Any, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="2026-07-28")  # type: ignore[arg-type]
-
-    async def script() -> list[Any]:
-        return [await client.call_tool(name, arguments) for name, arguments in calls]
-
-    return serve_while(bridge.dispatcher, lambda: asyncio.run(script()))
 
 
 def _direct(identifier: str, tree_type: str) -> tuple[list[str], list[str]]:
@@ -53,10 +28,10 @@ def _direct(identifier: str, tree_type: str) -> tuple[list[str], list[str]]:
         bpy.data.node_groups.remove(tree)
 
 
-def test_each_kind_of_node_is_described_as_this_blender_makes_it_and_leaves_no_trace(bridge: Any) -> None:
+def test_each_kind_of_node_is_described_as_this_blender_makes_it_and_leaves_no_trace(mcp_bridge: Any) -> None:
     groups = len(bpy.data.node_groups)
     calls = [("describe_node_type", {"node_type": identifier}) for identifier, _ in KINDS.values()]
-    answers = _calls(bridge, [("get_agent_history", {}), *calls, ("get_agent_history", {})])
+    answers = tool_calls(mcp_bridge, [("get_agent_history", {}), *calls, ("get_agent_history", {})])
     before, described, after = answers[0], answers[1:-1], answers[-1]
     for (kind, (identifier, tree_type)), answer in zip(KINDS.items(), described, strict=True):
         assert not answer.is_error, answer.text
@@ -69,8 +44,8 @@ def test_each_kind_of_node_is_described_as_this_blender_makes_it_and_leaves_no_t
     assert after.structured["steps"] == [] and after.structured["revision"] == before.structured["revision"]
 
 
-def test_a_node_named_as_the_interface_names_it_is_found_and_its_enum_items_are_this_blenders(bridge: Any) -> None:
-    [answer] = _calls(bridge, [("describe_node_type", {"node_type": "Principled BSDF"})])
+def test_a_node_named_as_the_interface_names_it_is_found_and_its_enum_items_are_this_blenders(mcp_bridge: Any) -> None:
+    [answer] = tool_calls(mcp_bridge, [("describe_node_type", {"node_type": "Principled BSDF"})])
     told = answer.structured
     assert told["identifier"] == "ShaderNodeBsdfPrincipled"
     names = {s["name"] for s in told["inputs"]}
@@ -81,7 +56,7 @@ def test_a_node_named_as_the_interface_names_it_is_found_and_its_enum_items_are_
 
 
 @pytest.mark.parametrize("node_type", ["NoSuchNode", "", "x" * 300, "Principled\x00BSDF"])
-def test_a_node_type_that_is_not_there_or_not_a_name_is_a_named_error(bridge: Any, node_type: str) -> None:
-    [answer] = _calls(bridge, [("describe_node_type", {"node_type": node_type})])
+def test_a_node_type_that_is_not_there_or_not_a_name_is_a_named_error(mcp_bridge: Any, node_type: str) -> None:
+    [answer] = tool_calls(mcp_bridge, [("describe_node_type", {"node_type": node_type})])
     assert answer.is_error
     assert json.loads(answer.text)["state"] in ("not_found", "invalid_arguments")
