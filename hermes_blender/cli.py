@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .contract import DECLARED_PATH
+from .contract import DECLARED_LAB_PATH, DECLARED_PATH
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
 from .resources import PLUGIN_ROOT
@@ -106,6 +106,24 @@ def _parser() -> argparse.ArgumentParser:
     _runtime_file_option(mcp)
     mcp.add_argument("--log-file", type=Path, help="keep the log in this file too (0600, rotated at 1 MiB)")
     mcp.set_defaults(handler=_mcp)
+
+    lab = commands.add_parser(
+        "lab",
+        help="serve the official Blender Lab server (the command after --) over stdio, offering its tools only while "
+        "your own Blender's Lab listener runs on the port it dials (BLENDER_MCP_PORT)",
+    )
+    lab.add_argument(
+        "--runtime-file",
+        default=DECLARED_LAB_PATH,
+        help=f"the Lab listener's runtime file to read (default: {DECLARED_LAB_PATH})",
+    )
+    lab.add_argument(
+        "server_command",
+        nargs=argparse.REMAINDER,
+        metavar="-- COMMAND ...",
+        help="the official server's command line, e.g. -- uv tool run ... blender-mcp --transport stdio",
+    )
+    lab.set_defaults(handler=_lab)
 
     connect = commands.add_parser(
         "connect", help="print (or --write) the entry that starts `hermes-blender mcp` in one MCP client's config"
@@ -378,6 +396,18 @@ def _mcp(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=handlers)
     run(args.runtime_file, pid=args.pid, file=args.file)
     return EXIT_OK
+
+
+def _lab(args: argparse.Namespace) -> int:
+    from .lab_relay import serve_lab
+
+    command = list(args.server_command)
+    if command[:1] == ["--"]:
+        command = command[1:]
+    if not command:
+        _error("name the official Blender Lab server's command after `--` (see mcp.json's blender_lab)")
+        return EXIT_FAILURE
+    return serve_lab(command, args.runtime_file)
 
 
 class _ClientNames:

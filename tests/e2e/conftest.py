@@ -14,6 +14,7 @@ SAME_ON_EVERY_LINE = {
     "test_cli.py": "the toolkit's commands and files; what Blender answers is the catalogue's to check",
     "test_hostile.py": "hostile clients and faults on the bridge's wire: this project's HTTP and MCP code",
     "test_instances.py": "several bridges and the runtime file: this project's files and pids",
+    "test_lab_relay.py": "`hermes-blender lab`'s gate and relay: the toolkit's checks, files and processes",
     "test_official_client.py": "protocol conformance with the official client: this project's MCP code",
     "test_status_cli.py": "`status` against runtime files, PATHs and Hermes homes: the toolkit's checks",
     "test_stdio_resources.py": "the stdio relay's resources and prompts: the toolkit's relay",
