@@ -201,7 +201,7 @@ def _serve(args: argparse.Namespace) -> int:
         lab_port=lab_port,
         log_file=args.log_file,
         private_log_folder=args.log_file == _default_serve_log(),
-        checkpoint_folder=args.checkpoint_folder,
+        checkpoint_folder=args.checkpoint_folder.expanduser().absolute(),  # Blender runs in a folder of its own
     )
     try:
         with blender:
@@ -212,7 +212,7 @@ def _serve(args: argparse.Namespace) -> int:
                 _progress(f"log: {blender.log_path}")
             else:
                 _warning(f"{blender.log_refusal}; serving without a log file")
-            _progress(f"checkpoints: {args.checkpoint_folder} (kept after serve stops)")
+            _progress(f"checkpoints: {args.checkpoint_folder.expanduser().absolute()} (kept after serve stops)")
             _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
             while (code := blender.exit_code()) is None and not stop.wait(0.2):
                 pass

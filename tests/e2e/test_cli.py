@@ -139,7 +139,12 @@ def test_mcp_refuses_a_file_to_pin_whose_name_is_not_utf8_and_says_to_pin_by_pid
 
 @contextmanager
 def _serving(
-    tmp_path: Path, *, log: bool = True, env: dict[str, str] | None = None, extra: tuple[str, ...] = ()
+    tmp_path: Path,
+    *,
+    log: bool = True,
+    env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
+    cwd: Path | None = None,
 ) -> Iterator[subprocess.Popen[str]]:
     """`hermes-blender serve` in its own process group, like a terminal's foreground job; never left running.
     Without `log`, Blender's console goes where serve keeps it by default."""
@@ -157,6 +162,7 @@ def _serving(
         text=True,
         start_new_session=True,
         env=env,
+        cwd=cwd,
     )
     try:
         yield serve
@@ -508,11 +514,14 @@ def test_inspects_pictures_are_named_for_what_they_show_before_and_after(
 
 @pytest.mark.skipif(sys.platform == "win32", reason="XDG_DATA_HOME")
 @pytest.mark.timeout(300)
-def test_serve_keeps_checkpoints_in_the_toolkits_data_folder_after_it_stops(tmp_path: Path) -> None:
-    """Blender's user folder under serve is a temporary one; a rescue checkpoint "may hold the only copy"."""
+@pytest.mark.parametrize("chosen", [None, "relative"], ids=["by default", "a relative --checkpoint-folder"])
+def test_serve_keeps_checkpoints_in_the_toolkits_data_folder_after_it_stops(tmp_path: Path, chosen: str | None) -> None:
+    """Blender's user folder under serve is a temporary one (and its working folder too: a relative folder is
+    serve's); a rescue checkpoint "may hold the only copy"."""
     data = tmp_path / "data"
     env = {**os.environ, "XDG_DATA_HOME": str(data)}
-    with _serving(tmp_path, env=env) as serve:
+    extra = ("--checkpoint-folder", "data/hermes-blender/checkpoints") if chosen else ()
+    with _serving(tmp_path, env=env, extra=extra, cwd=tmp_path) as serve:
         _until_published(serve, tmp_path / "server.json")
         saved = subprocess.run(
             [
