@@ -6,8 +6,9 @@ Lab listener is off (its default). This relay runs the official server as its ch
 between it and the client line by line, and keeps one gate: the Lab listener's own runtime file
 (`lab/server.json`, published by the add-on only while that listener runs) must name a Blender of this OS user
 listening on the very port the official server dials, with no other user's listener a dial there could reach (the
-toolkit's one check, `require_own_blender`). While the gate is shut, `tools/list` answers no tools (so a client such
-as Hermes offers none), a `tools/call` is answered here with the named state and its user action, and no request
+toolkit's one check, `require_own_blender`). The relay offers the official server's tools and nothing else (no
+resources or prompts, which the pinned server does not have). While the gate is shut, `tools/list` answers no tools
+(so a client such as Hermes offers none), a `tools/call` is answered here with the named state and its user action, and no request
 that could reach Blender goes to the official server; a change of the gate is told as
 `notifications/tools/list_changed`. What remains: between the check and the official server's own connection
 (a moment), the port could change hands; README › Security says so.
@@ -34,6 +35,7 @@ from .contract import DECLARED_LAB_PATH
 from .contract.host import serving_blender_problem
 from .contract.liveness import RuntimeFileSpec, read_live_endpoint, require_own_blender
 from .errors import BlenderBridgeError, LiveEndpointUnavailable
+from .terminal import one_line, printable
 
 PORT_ENV, HOST_ENV = "BLENDER_MCP_PORT", "BLENDER_MCP_HOST"
 DEFAULT_PORT, DEFAULT_HOST = 9876, "localhost"
@@ -53,6 +55,8 @@ PASSED_WHILE_SHUT = frozenset(
 )
 """Requests that reach no Blender, passed on whatever the gate says (with every notification); `tools/list` is
 answered here while the gate is shut, and every other request waits for the gate."""
+NOT_OFFERED = ("resources", "prompts", "completions")
+"""Capabilities of the official server the relay does not offer (`_as_offered`)."""
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND = -32700, -32600, -32601
 LAB_LISTENER_OFF_CODE = -32002
 """The JSON-RPC error of a request other than `tools/call` refused while the gate is shut (its data: the state)."""
@@ -135,7 +139,6 @@ class LabRelay:
         """Set to end the relay (the client's input ending, the official server ending)."""
         self.signalled = False
         """Set by a signal handler (which takes no lock): the relay ends as when `stop` is set."""
-        self._server_gone = threading.Event()
 
     def run(self) -> int:
         server_side = threading.Thread(target=self._from_server, name="lab-from-server", daemon=True)
@@ -257,9 +260,8 @@ class LabRelay:
         assert self._child.stdout is not None
         try:
             for line in _lines(self._child.stdout.fileno()):
-                self._write(_with_list_changed(line))
+                self._write(_as_offered(line))
         finally:
-            self._server_gone.set()
             self.stop.set()
 
     # The gate's watcher
@@ -268,11 +270,17 @@ class LabRelay:
         while not self.stop.wait(GATE_POLL):
             if not self._ready or self._told is None:
                 continue  # nothing was offered yet: the client's first tools/list asks the gate itself
-            now = self._gate.why_shut() is None
+            why = self._gate.why_shut()
             with self._state:
-                if now == self._told:
+                if (why is None) == self._told:
                     continue
-                self._told = now
+                self._told = why is None
+            said = "offered" if why is None else f"withdrawn: {why}"
+            print(
+                printable(f"hermes-blender lab: the Blender Lab tools are {one_line(said)}"),
+                file=sys.stderr,
+                flush=True,
+            )
             self._send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
 
     def _send(self, message: dict[str, Any]) -> None:
@@ -327,17 +335,23 @@ def _passed_while_shut(method: Any) -> bool:
     return isinstance(method, str) and (method in PASSED_WHILE_SHUT or method.startswith("notifications/"))
 
 
-def _with_list_changed(line: bytes) -> bytes:
-    """The official server's answer to `initialize` says the tools list may change (the relay tells when); any
-    other line is passed back as it came."""
+def _as_offered(line: bytes) -> bytes:
+    """The official server's answer to `initialize` as the relay offers it: its tools, whose list may change (the
+    relay tells when), and nothing else: no resources, prompts or completions (the pinned server has none, but its
+    SDK announces them all the same, and Hermes makes four tools of its own of them, `list_resources`,
+    `read_resource`, `list_prompts`, `get_prompt`, which it would offer while the gate is shut). Any other line is
+    passed back as it came."""
     if b'"capabilities"' not in line:
         return line
     message = _parsed(line)
     result = message.get("result") if isinstance(message, dict) else None
     if not (isinstance(result, dict) and isinstance(result.get("capabilities"), dict) and "protocolVersion" in result):
         return line
-    tools = result["capabilities"].get("tools")
-    result["capabilities"]["tools"] = {**(tools if isinstance(tools, dict) else {}), "listChanged": True}
+    capabilities = result["capabilities"]
+    for offered_by_the_tools_alone in NOT_OFFERED:
+        capabilities.pop(offered_by_the_tools_alone, None)
+    tools = capabilities.get("tools")
+    capabilities["tools"] = {**(tools if isinstance(tools, dict) else {}), "listChanged": True}
     return _line(message)
 
 

@@ -268,7 +268,7 @@ def test_nothing_the_client_sends_while_the_lab_is_off_reaches_the_port(tmp_path
     stranger = Listener(port)
     relay = RawRelay(tmp_path / "lab" / "server.json", port, [sys.executable, str(STAND_IN)])
     try:
-        assert relay.handshake()["result"]["capabilities"]["tools"]["listChanged"] is True
+        offered = relay.handshake()["result"]["capabilities"]
         batch = relay.ask([{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": CALL}])
         ping = json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode()
         call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": CALL}).encode()
@@ -279,6 +279,7 @@ def test_nothing_the_client_sends_while_the_lab_is_off_reaches_the_port(tmp_path
         code = relay.close()
         stranger.close()
     assert stranger.received == b"" and code == 0
+    assert offered["tools"]["listChanged"] is True and not {"resources", "prompts", "completions"} & set(offered)
     assert batch == [{"jsonrpc": "2.0", "id": 1, "error": batch[0]["error"]}] and batch[0]["error"]["code"] == -32600
     assert parted["error"]["code"] == -32700 and parted["id"] is None
     assert last == {"jsonrpc": "2.0", "id": 4, "result": {}} and discover["error"]["code"] == -32601
