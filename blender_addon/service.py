@@ -119,9 +119,14 @@ class Bridge:
             if config.lab_port is not None:
                 self._start_lab(config.lab_port)
             self.runtime_file = config.runtime_file or runtime_file.expand_declared_path()
-            self.publication = self._publish()
             if self._lab_address is not None:
-                self._publish_lab()
+                self._publish_lab()  # first: an agent that found the bridge finds its Lab listener's file too
+            try:
+                self.publication = self._publish()
+            except BaseException:
+                if self._lab_address is not None:
+                    runtime_file.withdraw(runtime_file.lab_path(self.runtime_file), url=self._lab_url, pid=self.pid)
+                raise
             dispatcher.interrupter.install()
         except BaseException as exc:
             self._listeners.close()  # nothing half-started keeps listening
@@ -151,7 +156,6 @@ class Bridge:
                 extra={"protocol": "blender-lab", "mcp_runtime_file": str(self.runtime_file)},
             )
         except OSError as exc:
-            runtime_file.withdraw(self.runtime_file, url=self.url, pid=self.pid)  # nothing half-started is published
             raise BridgeError(f"cannot write the Blender Lab runtime file: {exc.strerror or exc}") from exc
 
     @property
