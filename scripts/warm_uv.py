@@ -2,10 +2,11 @@
 """Prepare the plugin's uv environments before Hermes first connects to them.
 
 Hermes starts both servers of the plugin with `uv tool run`: `blender` (the blender-bridge toolkit's relay,
-pinned to this plugin's version) and `blender_lab` (the official Blender Lab server, pinned to a commit). The
-first run of each clones and builds it, which can take longer than a normal MCP connection timeout. This runs
-the exact command from mcp.json once per server, with `--help` in place of the server's own arguments, so the
-next start is quick (uv keeps the built environment in its cache, which Hermes's own uv reads too: Hermes passes
+pinned to this plugin's version) and `blender_lab` (the same toolkit's `hermes-blender lab`, which runs the official
+Blender Lab server, pinned to a commit, with `uv tool run` in its turn). The first run of each clones and builds
+it, which can take longer than a normal MCP connection timeout. This runs the exact command from mcp.json once per
+server, with `--help` in place of the server's own arguments (and for `blender_lab` the official server's command
+after `--` too, the same way), so the next start is quick (uv keeps the built environment in its cache, which Hermes's own uv reads too: Hermes passes
 HOME and XDG_* to its servers). Standard library only: it works with `uv run scripts/warm_uv.py` and with plain
 `python scripts/warm_uv.py`.
 """
@@ -97,6 +98,23 @@ def uv_servers(mcp_json: Path) -> list[str]:
 
 def warm_command(command: list[str]) -> list[str]:
     """The same command, with `--help` instead of the server's own arguments."""
+    return [*command[: _tool_index(command) + 1], "--help"]
+
+
+def warm_commands(command: list[str]) -> list[list[str]]:
+    """What to run to warm a server: its own command with `--help`, then, where the tool runs another `uv tool run`
+    command after `--` (`hermes-blender lab -- uv tool run … blender-mcp …`), that one with `--help` too."""
+    tool = _tool_index(command)
+    warm = [warm_command(command)]
+    if "--" in command[tool + 1 :]:
+        inner = command[command.index("--", tool + 1) + 1 :]
+        if inner[:3] == ["uv", "tool", "run"]:
+            warm.append(warm_command(inner))
+    return warm
+
+
+def _tool_index(command: list[str]) -> int:
+    """Where the tool's name is in a `uv tool run` command."""
     if command[:3] != ["uv", "tool", "run"]:
         raise WarmError(f"expected a `uv tool run` command, found: {' '.join(command[:3])}")
     index = 3
@@ -107,7 +125,7 @@ def warm_command(command: list[str]) -> list[str]:
         elif arg.startswith("-"):
             index += 1
         else:
-            return [*command[: index + 1], "--help"]
+            return index
     raise WarmError("the uv command names no tool to run")
 
 
@@ -215,12 +233,13 @@ def main(argv: list[str] | None = None) -> int:
 
 def warm(mcp_json: Path, server: str, timeout: float) -> int:
     """Warm one server; 0 when it is ready, 1 when it failed (and said why on stderr)."""
+    elapsed = 0.0
     try:
         command, env = load_command(mcp_json, server)
-        warm = warm_command(command)
-        check_tools(warm)
-        print(f"warming {server}: {' '.join(warm)}", flush=True)
-        elapsed = run(warm, env, timeout, out=lambda line: print(line, flush=True))
+        for warm in warm_commands(command):
+            check_tools(warm)
+            print(f"warming {server}: {' '.join(warm)}", flush=True)
+            elapsed += run(warm, env, timeout, out=lambda line: print(line, flush=True))
     except WarmError as exc:
         print(f"warm_uv: {server}: {exc}", file=sys.stderr, flush=True)
         return 1

@@ -34,25 +34,73 @@ def test_repository_plugin_validates_with_both_servers_declared() -> None:
     assert package.mcp_servers["blender_lab"]["type"] == "stdio"
 
 
-def test_the_blender_server_is_the_relay_at_this_version_through_hermess_own_uv() -> None:
-    """Hermes swaps a bare `uv` for its managed copy; the toolkit is pinned like the official server is."""
+TOOLKIT = "git+https://github.com/blender-bridge/blender-bridge"
+OFFICIAL_SERVER = [
+    "uv",
+    "tool",
+    "run",
+    "--with",
+    "mcp<2",
+    "--from",
+    "git+https://projects.blender.org/lab/blender_mcp.git@2cea8d566dde07fbac28a61d698909d69724e853#subdirectory=mcp",
+    "blender-mcp",
+    "--transport",
+    "stdio",
+]
+"""The official Blender Lab server, pinned as the official plugin pins it (with the constraint its mcp 1.x needs)."""
+
+
+def _pinned_toolkit(server: dict[str, Any]) -> str:
+    """The commit a server's `uv tool run --from <toolkit>@<commit>` pins, after checking the launch's shape."""
+    assert server["command"] == "uv" and server["args"][:2] == ["tool", "run"]
+    source = server["args"][server["args"].index("--from") + 1]
+    repository, _, commit = source.rpartition("@")
+    assert repository == TOOLKIT and re.fullmatch("[0-9a-f]{40}", commit), source
+    return commit
+
+
+def _version_at(commit: str) -> str:
+    """The toolkit's version at a commit of this history: pyproject.toml's own, or the file it reads it from."""
+    import tomllib
+
+    def show(path: str) -> str:
+        return subprocess.run(
+            ["git", "show", f"{commit}:{path}"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ).stdout  # a commit of this history (never a tag: a tag can be moved)
+
+    project = tomllib.loads(show("pyproject.toml"))
+    if "version" in project["project"]:
+        return project["project"]["version"]
+    assert "version" in project["project"]["dynamic"]
+    found = re.search(r'^__version__ = "([^"]+)"$', show(project["tool"]["hatch"]["version"]["path"]), re.M)
+    assert found is not None
+    return found[1]
+
+
+@pytest.mark.timeout(60)
+def test_both_servers_run_the_toolkit_at_one_pinned_commit_of_this_version_through_hermess_own_uv() -> None:
+    """Hermes swaps a bare `uv` for its managed copy; the toolkit is pinned like the official server is: one full
+    commit of this history, whose toolkit is the plugin's version and has both commands the servers run."""
     from hermes_blender import __version__
     from hermes_blender.stdio_server import CLIENT_ENV
 
     plugin = json.loads((PLUGIN_ROOT / "plugin.json").read_text())
-    blender = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]["blender"]
-    assert blender["command"] == "uv" and blender["args"][:2] == ["tool", "run"]
-    source = blender["args"][blender["args"].index("--from") + 1]
-    repository, _, commit = source.rpartition("@")
-    assert repository == "git+https://github.com/blender-bridge/blender-bridge" and re.fullmatch("[0-9a-f]{40}", commit)
-    assert plugin["version"] == __version__
-    pinned = subprocess.run(
-        ["git", "show", f"{commit}:pyproject.toml"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
-    ).stdout  # a commit of this history (never a tag: a tag can be moved), whose toolkit is the plugin's version
-    assert f'\nversion = "{__version__}"\n' in pinned
+    mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]
+    blender, lab = mcp["blender"], mcp["blender_lab"]
+    commit = _pinned_toolkit(blender)
+    assert _pinned_toolkit(lab) == commit
+    assert plugin["version"] == __version__ == _version_at(commit)
+    pinned_cli = subprocess.run(
+        ["git", "show", f"{commit}:hermes_blender/cli.py"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+    ).stdout
+    assert '"mcp"' in pinned_cli and '"lab"' in pinned_cli and "serve_lab" in pinned_cli
     assert blender["args"][-2:] == ["hermes-blender", "mcp"] and blender["env"] == {CLIENT_ENV: "hermes"}
-    declared = servers(plugin)["blender"]
-    assert {"app", "requires", "liveness"} <= set(declared)  # Hermes's install gate and its own verdicts
+    relay = lab["args"].index("hermes-blender")
+    assert lab["args"][relay : relay + 3] == ["hermes-blender", "lab", "--"]
+    assert lab["args"][relay + 3 :] == OFFICIAL_SERVER  # the official server, behind the gate
+    assert lab["env"] == {"BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": "9876"}
+    for name in ("blender", "blender_lab"):
+        assert {"app", "requires", "liveness"} <= set(servers(plugin)[name])  # Hermes's install gate and verdicts
 
 
 def test_runtime_file_path_and_fields_are_one_contract_on_both_sides() -> None:

@@ -75,9 +75,14 @@ def test_through_a_real_stdio_session_hermes_gets_a_result_and_other_clients_an_
     assert json.loads(result.content[0].text)["state"] == "app_not_running"
 
 
-def test_the_shipped_blender_server_runs_the_relay() -> None:
+def test_the_shipped_blender_server_runs_the_relay_and_blender_lab_the_lab_relay() -> None:
+    """`blender_lab` runs the toolkit too, as `hermes-blender lab` (the official server behind its gate): that is
+    not the `mcp` relay, whose round trip `status` makes over the runtime file."""
     assert runs_the_relay(MCP["blender"]) and not runs_the_relay(MCP["blender_lab"])
     assert runs_the_relay({"type": "stdio", "command": "hermes-blender", "args": ["mcp"]})
+    args = MCP["blender_lab"]["args"]
+    assert args[args.index("hermes-blender") :][:3] == ["hermes-blender", "lab", "--"]
+    assert not runs_the_relay({"type": "stdio", "command": "hermes-blender", "args": ["lab", "--", "mcp"]})
 
 
 def test_status_names_hermess_missing_uv_and_finds_it_where_hermes_keeps_it(tmp_path: Path) -> None:

@@ -28,7 +28,10 @@ def main():
     print("usage: tiny-server [--transport stdio]")
 """
 
-pytestmark = pytest.mark.skipif(shutil.which("git") is None or shutil.which("uv") is None, reason="needs git and uv")
+pytestmark = [
+    pytest.mark.skipif(shutil.which("git") is None or shutil.which("uv") is None, reason="needs git and uv"),
+    pytest.mark.timeout(600),
+]
 
 
 def _git_package(folder: Path, *, backend: str = "hatchling.build") -> str:
@@ -96,16 +99,35 @@ def test_warming_runs_the_exact_command_from_mcp_json_with_help(tmp_path: Path, 
     assert run.stdout.rstrip().endswith("s)") and "ready: tiny" in run.stdout
 
 
-def test_the_repository_mcp_json_warms_blender_lab_with_the_mcp_pin() -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import warm_uv
-    finally:
-        sys.path.pop(0)
+def test_the_repository_mcp_json_warms_blender_lab_as_the_relay_then_the_official_server_with_the_mcp_pin() -> None:
+    warm_uv = _warm_uv_module()
     command, env = warm_uv.load_command(PLUGIN_ROOT / "mcp.json", "blender_lab")
-    warm = warm_uv.warm_command(command)
-    assert warm[-2:] == ["blender-mcp", "--help"] and ["--with", "mcp<2"] == warm[3:5]
+    relay, official = warm_uv.warm_commands(command)
+    toolkit = json.loads((PLUGIN_ROOT / "mcp.json").read_text())["mcpServers"]["blender"]["args"][3]
+    assert relay == ["uv", "tool", "run", "--from", toolkit, "hermes-blender", "--help"]
+    assert official[:5] == ["uv", "tool", "run", "--with", "mcp<2"] and official[-2:] == ["blender-mcp", "--help"]
     assert env == {"BLENDER_MCP_HOST": "127.0.0.1", "BLENDER_MCP_PORT": "9876"}
+
+
+def test_warming_a_relay_warms_the_server_it_runs_too(tmp_path: Path, tiny_repo: str) -> None:
+    """`hermes-blender lab -- uv tool run … blender-mcp …`: the toolkit (this checkout, as tests/hermes points it)
+    and the server after `--` (a tiny one here: the official one's host is not reachable) are both built, in turn."""
+    mcp = json.loads((PLUGIN_ROOT / "mcp.json").read_text())
+    args = mcp["mcpServers"]["blender_lab"]["args"]
+    args[args.index("--from") + 1] = str(REPO_ROOT)
+    official = args.index("--") + 1
+    args[official:] = ["uv", "tool", "run", "--from", tiny_repo, "tiny-server", "--transport", "stdio"]
+    (tmp_path / "mcp.json").write_text(json.dumps(mcp))
+    run = subprocess.run(
+        [sys.executable, str(SCRIPT), "--mcp-json", str(tmp_path / "mcp.json"), "--server", "blender_lab"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    relay = run.stdout.index(f"warming blender_lab: uv tool run --from {REPO_ROOT} hermes-blender --help")
+    served = run.stdout.index(f"warming blender_lab: uv tool run --from {tiny_repo} tiny-server --help")
+    assert relay < served < run.stdout.index("usage: tiny-server") < run.stdout.index("ready: blender_lab")
 
 
 def test_a_server_that_exits_non_zero_is_reported_with_its_output(tmp_path: Path, tiny_repo: str) -> None:
@@ -158,7 +180,6 @@ def _warm_uv_module():
 
 
 def test_the_repository_mcp_json_warms_the_relay_at_this_version_first_then_blender_lab() -> None:
-
     warm_uv = _warm_uv_module()
     assert warm_uv.uv_servers(PLUGIN_ROOT / "mcp.json") == ["blender", "blender_lab"]  # the default: both
     command, env = warm_uv.load_command(PLUGIN_ROOT / "mcp.json", "blender")

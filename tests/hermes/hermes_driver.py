@@ -9,10 +9,10 @@ Commands (one per stdin line):
                   Python packaging, load diagnostics and the app gate, in install order
   skills          the plugin skills Hermes would offer in the system prompt now
   status          Hermes's local liveness state and sentence for `blender` (no connection)
-  discover        Hermes's MCP discovery of the `blender` server; the tools it registered
-  registered      the `mcp__blender__` tools in Hermes's registry now (what the model can call)
+  discover [SERVER]   Hermes's MCP discovery of one server (default `blender`); the tools it registered
+  registered [SERVER] that server's `mcp__<server>__` tools in Hermes's registry now (what the model can call)
   call TOOL [JSON] a tool call exactly as the model makes it (JSON: its arguments); what the model receives, and how
-                  long it took
+                  long it took. TOOL is a `blender` tool's name, or a whole name (`mcp__blender_lab__…`)
   messages        Hermes's own sentences for an open breaker and for a stdio child lost mid-call (the skill quotes
                   them), made by Hermes's code for a server named `blender`
   launcher        what Hermes resolves a bare `uv` to for a stdio server (its managed copy)
@@ -88,23 +88,23 @@ def status() -> dict[str, Any]:
     }
 
 
-def discover() -> dict[str, Any]:
+def discover(server: str = SERVER) -> dict[str, Any]:
     from tools.mcp_tool_discovery import discover_mcp_tools
 
-    return {"tools": sorted(discover_mcp_tools(allowed_mcp_names=[SERVER]))}
+    return {"tools": sorted(discover_mcp_tools(allowed_mcp_names=[server]))}
 
 
-def registered() -> dict[str, Any]:
+def registered(server: str = SERVER) -> dict[str, Any]:
     from tools.registry import registry
 
-    return {"tools": sorted(name for name in registry.get_all_tool_names() if name.startswith(f"mcp__{SERVER}__"))}
+    return {"tools": sorted(name for name in registry.get_all_tool_names() if name.startswith(f"mcp__{server}__"))}
 
 
 def call(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     from model_tools import handle_function_call
 
     started = time.monotonic()
-    received = handle_function_call(f"mcp__{SERVER}__{tool}", arguments)
+    received = handle_function_call(tool if tool.startswith("mcp__") else f"mcp__{SERVER}__{tool}", arguments)
     return {"received": received, "seconds": round(time.monotonic() - started, 3)}
 
 
@@ -157,14 +157,8 @@ def bench(request: dict[str, Any]) -> dict[str, Any]:
 
 
 def main() -> int:
-    commands = {
-        "skills": skills,
-        "status": status,
-        "discover": discover,
-        "registered": registered,
-        "messages": messages,
-        "launcher": launcher,
-    }
+    commands = {"skills": skills, "status": status, "messages": messages, "launcher": launcher}
+    naming_a_server = {"discover": discover, "registered": registered}
     for line in sys.stdin:
         word, _, rest = line.strip().partition(" ")
         if word == "quit":
@@ -177,6 +171,8 @@ def main() -> int:
                 answer = call(tool, json.loads(arguments) if arguments else {})
             elif word == "bench":
                 answer = bench(json.loads(rest))
+            elif word in naming_a_server:
+                answer = naming_a_server[word](rest or SERVER)
             else:
                 answer = commands[word]()
         except Exception as exc:  # the test reads the failure instead of a hang

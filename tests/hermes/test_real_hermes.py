@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +22,7 @@ import pytest
 from hermes_blender.headless import HeadlessBlender
 from tests.conftest import PLUGIN_ROOT
 from tests.hermes.conftest import HermesHost
+from tests.other_user import AS_NOBODY, needs_another_user
 
 SUMMARY = "mcp__blender__get_objects_summary"
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX host layout and signals")
@@ -232,3 +235,91 @@ def test_plugin_root_holds_only_what_hermes_reads() -> None:
     assert shipped == ["mcp.json", "plugin.json", "skills/blender/SKILL.md", "skills/blender/references/states.md"]
     assert not any(p.is_symlink() for p in PLUGIN_ROOT.rglob("*"))
     assert Path(PLUGIN_ROOT.parent / "skills").resolve() == (PLUGIN_ROOT / "skills").resolve()
+
+
+LAB_TOOL = "mcp__blender_lab__execute_blender_code"
+"""The stand-in's one tool, as the official Blender Lab server names it, as Hermes names it for the model."""
+SECRET_CODE = json.dumps({"code": "result = {'api_key': 'sk-not-for-strangers'}"})
+LISTENER = (
+    "import socket,sys\ns=socket.create_server(('127.0.0.1',int(sys.argv[1])))\nprint('up',flush=True)\n"
+    "c,_=s.accept()\nprint(c.recv(65536),flush=True)\n"
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@needs_another_user
+@pytest.mark.timeout(600)
+def test_with_the_lab_listener_off_and_another_user_on_its_port_hermes_registers_no_lab_tool(
+    hermes: HermesHost,
+) -> None:
+    """The red team's case: Blender installed, its Lab listener off (the default), another OS user holding the port
+    the official server dials. Hermes's own discovery offers the model nothing of `blender_lab`, so nothing of the
+    agent's reaches that user."""
+    hermes.install_blender()
+    port = _free_port()
+    hermes.put_lab_stand_in(port)
+    stranger = subprocess.Popen(
+        [*AS_NOBODY, "/usr/bin/python3", "-c", LISTENER, str(port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert stranger.stdout is not None and stranger.stdout.readline().strip() == "up"
+        session = hermes.start()
+        discovered = session.ask("discover blender_lab")["tools"]
+        registered = session.ask("registered blender_lab")["tools"]
+        called = json.loads(session.ask(f"call {LAB_TOOL} {SECRET_CODE}")["received"])
+    finally:
+        stranger.kill()
+        heard = stranger.communicate(timeout=30)[0]
+    assert heard == "", heard
+    assert [name for name in discovered if name.startswith("mcp__blender_lab__")] == [] and registered == []
+    assert "sk-not-for-strangers" not in json.dumps(called)  # Hermes knows no such tool
+
+
+@pytest.mark.timeout(600)
+def test_with_the_users_lab_listener_on_hermes_registers_the_lab_tool_and_a_call_reaches_blender(
+    hermes: HermesHost,
+) -> None:
+    hermes.install_blender()
+    port = _free_port()
+    hermes.put_lab_stand_in(port)
+    code = json.dumps({"code": "import bpy\nresult = {'names': sorted(o.name for o in bpy.data.objects)}"})
+    with HeadlessBlender(hermes.runtime_file, lab_port=port):
+        session = hermes.start()
+        discovered = session.ask("discover blender_lab")["tools"]
+        called = json.loads(session.ask(f"call {LAB_TOOL} {code}")["received"])
+    assert LAB_TOOL in discovered
+    assert json.loads(called["result"]) == {"status": "ok", "result": {"names": ["Camera", "Cube", "Light"]}}
+
+
+@pytest.mark.timeout(600)
+def test_hermes_offers_the_lab_tool_once_the_users_lab_listener_starts_and_withdraws_it_when_it_stops(
+    hermes: HermesHost,
+) -> None:
+    """No `/reload-mcp`: the relay tells Hermes `notifications/tools/list_changed` and Hermes lists again."""
+    hermes.install_blender()
+    port = _free_port()
+    hermes.put_lab_stand_in(port)
+    session = hermes.start()
+    before = session.ask("discover blender_lab")["tools"]
+    with HeadlessBlender(hermes.runtime_file, lab_port=port):
+        on = _lab_tools_once(session, lambda tools: LAB_TOOL in tools)
+        code = json.dumps({"code": "result = {'on': True}"})
+        called = json.loads(session.ask(f"call {LAB_TOOL} {code}")["received"])
+    off = _lab_tools_once(session, lambda tools: LAB_TOOL not in tools)
+    assert LAB_TOOL not in before and on == [LAB_TOOL] and off == []
+    assert json.loads(called["result"]) == {"status": "ok", "result": {"on": True}}
+
+
+def _lab_tools_once(session: Any, wanted: Any, bound: float = 60.0) -> list[str]:
+    """The `blender_lab` tools Hermes has registered, once `wanted` holds of them (Hermes lists again on its own
+    after the notification); `bound` only ends a wait that would never end."""
+    deadline = time.monotonic() + bound
+    while not wanted(tools := session.ask("registered blender_lab")["tools"]):
+        assert time.monotonic() < deadline, f"Hermes still registers {tools}"
+        time.sleep(0.5)
+    return tools
