@@ -102,9 +102,9 @@ class HermesHost:
         assert seeded.returncode == 0, seeded.stdout + seeded.stderr
 
     def put_lab_stand_in(self, port: int) -> None:
-        """`blender_lab`'s official server replaced by the stand-in, dialling `port`. It is started with `uv run`:
-        Hermes's PATH here has no uv, so it runs only as the uv that started the relay (`$UV`), as the official
-        server's `uv tool run` must."""
+        """`blender_lab`'s official server replaced by the stand-in, dialling `port`. It is started with `uv run`,
+        as the official server is with `uv tool run`: the relay starts that `uv` as `$UV`, the uv that started it
+        (Hermes's managed one; this Hermes also puts that one's folder first on the server's PATH)."""
         mcp_json = self.hermes_home / "plugins" / "blender-bridge" / "mcp.json"
         mcp = json.loads(mcp_json.read_text())
         lab = mcp["mcpServers"]["blender_lab"]
