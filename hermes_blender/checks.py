@@ -85,7 +85,7 @@ def _instances(package: PluginPackage, host: HostFacts) -> list[Instance]:
     specs = {}
     for declaration in package.servers.values():
         with contextlib.suppress(ContractError):
-            liveness = parse_liveness(declaration.liveness, host.os)
+            liveness = parse_liveness(bridge_liveness(declaration).liveness, host.os)
             if liveness.spec is not None:
                 specs.setdefault(host.expand_path(liveness.spec.path), liveness.spec)
     return [instance for spec in specs.values() for instance in live_instances(spec, host)]
@@ -102,9 +102,25 @@ def _split_by_version(statuses: list[ServerStatus]) -> list[str]:
     return [f"Blender {found} serves {', '.join(repr(n) for n in fine)}, but is too old for {too_old}"]
 
 
+LAB_FILE = "lab/server.json"
+"""The tail of the Lab listener's own runtime file, which `blender_lab`'s liveness names (beside `server.json`)."""
+
+
+def bridge_liveness(declaration: ServerDeclaration) -> ServerDeclaration:
+    """`blender_lab`'s liveness names the Lab listener's own file, there only while that opt-in listener runs;
+    `status` judges the Blender by the bridge's file beside it, and the Lab listener by its round trip (off is a
+    note with its user action, not a failure: README › Decisions)."""
+    live = declaration.liveness
+    path = live.get("path") if isinstance(live, dict) else None
+    if not (isinstance(path, str) and path.endswith("/" + LAB_FILE)):
+        return declaration
+    return replace(declaration, liveness={**live, "path": path[: -len(LAB_FILE)] + "server.json"})
+
+
 def _server_status(
     name: str, declaration: ServerDeclaration, package: PluginPackage, host: HostFacts, connect: bool
 ) -> ServerStatus:
+    declaration = bridge_liveness(declaration)
     server = package.mcp_servers.get(name, {})
     probe: Connect | None = None
     if connect and (server.get("type") == "streamable-http" or runs_the_relay(server)):
