@@ -23,7 +23,6 @@ KEYS_READ = 5000
 RENAMED = {
     "Subsurface": "Subsurface Weight",
     "Specular": "Specular IOR Level",
-    "Specular Tint": "Specular Tint",
     "Transmission": "Transmission Weight",
     "Clearcoat": "Coat Weight",
     "Clearcoat Roughness": "Coat Roughness",

@@ -22,7 +22,6 @@ import bpy
 from ..errors import JobInterrupted
 from ..jsontext import RawJson, dumps
 from .context import Interrupts, JobContext
-from .hints import hint_for
 
 BLOCKED_OPERATORS = frozenset(
     {
@@ -65,6 +64,8 @@ def execute(code: str, job: JobContext, *, strict_json: bool, preload_bpy: bool 
         except SystemExit:
             return captured.envelope(error="sys.exit() is not allowed in LLM-generated code")
         except BaseException as exc:  # KeyboardInterrupt and friends too: agent code must never end Blender
+            from .hints import hint_for  # only when code failed: a Blender's start and a success pay nothing
+
             return captured.envelope(error=_traceback(exc), hint=hint_for(exc, code, FILENAME))
     check = namespace.get("check_is_finished")
     if callable(check):
