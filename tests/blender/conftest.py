@@ -1,4 +1,4 @@
-"""Real Blender in this process (bpy 5.1.x), with the add-on installed from the repository."""
+"""Real Blender in this process (bpy from uv.lock, or a CI line's), with the add-on installed from the repository."""
 
 from __future__ import annotations
 
