@@ -174,6 +174,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     _json_option(status)
     status.set_defaults(handler=_status)
+
+    from .farm import add_farm_parser  # stdlib only at import: `mcp` starts no slower
+
+    add_farm_parser(commands)
     return parser
 
 

@@ -47,3 +47,12 @@ class ConnectError(BlenderBridgeError):
 class UnsafeFolder(BlenderBridgeError):
     """A folder the toolkit will not write its own files into (pictures, a log): a link, or another user may change
     it. The message says which folder and why."""
+
+
+class FarmRunError(BlenderBridgeError):
+    """A job bundle could not be run here (`hermes-blender farm run`): `state` names why (`openjd_missing`,
+    `blender_missing`, `not_a_bundle`, `invalid_template`, ...); nothing was rendered."""
+
+    def __init__(self, message: str, *, state: str) -> None:
+        super().__init__(message)
+        self.state = state

@@ -11,6 +11,7 @@ import importlib.metadata
 import runpy
 import sys
 import traceback
+from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
@@ -29,7 +30,7 @@ def main(argv: list[str]) -> int:
         arg = argv[index]
         if arg == "--":
             break
-        if arg in ("-b", "--background", "--factory-startup", "-noaudio"):
+        if arg in ("-b", "--background", "--factory-startup", "-noaudio", "--python-use-system-env"):
             index += 1
         elif arg == "--python-exit-code":
             exit_code_on_error = int(argv[index + 1])
@@ -55,6 +56,14 @@ def main(argv: list[str]) -> int:
             print(f"blender_launcher: unsupported argument {arg!r}", file=sys.stderr)
             return 2
     return 0
+
+
+def install(folder: Path) -> Path:
+    """A `blender` command in `folder` that runs this launcher with this interpreter (its bpy)."""
+    launcher = folder / "blender"
+    launcher.write_text(f'#!/bin/sh\nexec "{sys.executable}" "{Path(__file__).resolve()}" "$@"\n')
+    launcher.chmod(0o755)
+    return launcher
 
 
 def _run(flag: str, value: str) -> None:

@@ -31,6 +31,8 @@ structured content and checks it against the schema (Gemini CLI) hands its model
 (README > Decisions > Errors every client passes on)."""
 READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 MUTATING = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
+ADDITIVE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
+"""Writes files of its own (a checkpoint, a job bundle) and changes nothing in the scene."""
 
 
 class Image:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -82,9 +83,9 @@ def datablocks(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     }
 
 
-def missing_files(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
-    missing: list[dict[str, Any]] = []
-    checked = 0
+def external_files() -> Iterator[tuple[str, Any, str, str]]:
+    """Each file on disk the open .blend reads: (kind, datablock, its path as written, the absolute path). Packed,
+    generated and viewer data read none; a UDIM image reads one file per tile."""
     for kind in _FILE_BACKED:
         for block in getattr(bpy.data, kind, ()):
             path = getattr(block, "filepath", "")
@@ -94,10 +95,21 @@ def missing_files(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
                 or getattr(block, "source", "FILE") in ("GENERATED", "VIEWER")
             ):
                 continue
-            checked += 1
             absolute = bpy.path.abspath(path, library=block.library)
-            if not os.path.exists(absolute):
-                missing.append({"type": kind, "name": block.name, "filepath": path, "absolute_path": absolute})
+            if getattr(block, "source", "FILE") == "TILED" and "<UDIM>" in absolute:
+                for tile in block.tiles:
+                    yield kind, block, path, absolute.replace("<UDIM>", str(tile.number))
+            else:
+                yield kind, block, path, absolute
+
+
+def missing_files(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
+    missing: list[dict[str, Any]] = []
+    checked = 0
+    for kind, block, path, absolute in external_files():
+        checked += 1
+        if not os.path.exists(absolute):
+            missing.append({"type": kind, "name": block.name, "filepath": path, "absolute_path": absolute})
     lists, cut = _limited(arguments, missing_files=missing)
     return {"status": "ok", **lists, "missing_count": len(missing), "total_checked": checked, **cut}
 

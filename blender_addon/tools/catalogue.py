@@ -9,6 +9,7 @@ from .code import EXECUTE_BLENDER_CODE
 from .frame_task_tools import FRAME_TASK_TOOLS
 from .frames import RENDER_FRAMES
 from .history import CHECKPOINT_TOOLS, UNDO_TOOLS
+from .job_bundles import EXPORT_RENDER_JOB
 from .montage import VIEW_MONTAGE
 from .node_trees import GET_NODE_TREE
 from .node_types import DESCRIBE_NODE_TYPE
@@ -31,6 +32,7 @@ CATALOGUE: dict[str, Tool] = {
         *RENDER_TOOLS,
         RENDER_FRAMES,
         *FRAME_TASK_TOOLS,
+        EXPORT_RENDER_JOB,
         *UNDO_TOOLS,
         *CHECKPOINT_TOOLS,
     )

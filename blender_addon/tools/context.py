@@ -56,6 +56,10 @@ class ChangeRecord(Protocol):
 
     def expect_load(self, word: str) -> None: ...
 
+    def copying(self, saving: bool) -> None:
+        """Said around a copy of the file a tool saves (a job bundle's): not the user's save."""
+        ...
+
 
 class Step(Protocol):
     def brief(self) -> dict[str, Any]: ...

