@@ -19,6 +19,8 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT, VERSION
 
 README = (REPO_ROOT / "README.md").read_text()
+INSTALL = (REPO_ROOT / "docs" / "install.md").read_text()
+"""The whole install, moved out of the README (issue 58): catalog entries, the Lab listener, upgrades."""
 CLI = [sys.executable, "-m", "hermes_blender.cli"]
 
 
@@ -51,6 +53,17 @@ def test_the_readme_writes_down_every_step_of_the_user_path() -> None:
         "blender --command extension install-file --repo user_default --enable",
     ):
         assert command in README, command
+    for step in (
+        "uv run hermes-blender build-addon --output dist",
+        "hermes plugins install blender-bridge/blender-bridge/hermes_plugin",
+        "subdir: hermes_plugin",
+        "sha: 0123456789abcdef0123456789abcdef01234567",
+        "hermes-blender serve --lab-port 9876",
+        "hermes plugins update blender-bridge",
+        "extension remove hermes_bridge",
+        "uv tool uninstall hermes-blender",
+    ):
+        assert step in INSTALL, step
 
 
 def test_following_the_readme_reaches_a_scene_answer(tmp_path: Path) -> None:
