@@ -246,6 +246,8 @@ def _anchors(site: Path, page: str) -> set[str]:
 
 
 def test_the_readmes_links_into_the_docs_reach_a_page_and_its_heading(site: Path) -> None:
+    for picture in re.findall(r'<img src="([^"]+)"', README):
+        assert (REPO_ROOT / picture).is_file(), picture
     for target in re.findall(r"\]\((docs/[^)\s]+)\)", README):
         page, _, anchor = target.removeprefix("docs/").partition("#")
         if not page.endswith(".md"):
