@@ -7,6 +7,7 @@
 - performance.md's first section: the latest full benchmark run (docs/bench-*.json) as a table and a plot of each
   path's p50 against the floor it was measured beside.
 - decisions/index.md: every file in docs/decisions/, by title and date.
+- cli.md's last section: every `hermes-blender` command's `--help`, from the toolkit's own parser.
 
 tests/docs/test_site.py holds each against its source.
 """
@@ -26,6 +27,8 @@ CATALOGUE = ROOT / "hermes_blender" / "catalogue.json"
 VIEWS = ROOT / "hermes_blender" / "views.json"
 STATES_MARK = "<!-- generated: the named states -->"
 """Where troubleshooting.md takes the generated table of named states."""
+HELP_MARK = "<!-- generated: every command's help -->"
+"""Where cli.md takes each `hermes-blender` command's `--help`."""
 PLOT = "images/bench-ratios.svg"
 GENERATED = ("tools.md", "decisions/index.md", PLOT)
 """The site's pages and pictures only the build makes (docs/ holds no copy that could go stale)."""
@@ -220,6 +223,40 @@ def state_table() -> str:
     return "\n".join(lines)
 
 
+# --- the command line ----------------------------------------------------------------------------------------------
+
+
+def commands(parser: Any, prefix: str = "hermes-blender") -> list[tuple[str, Any]]:
+    """Each command and subcommand of a parser, depth first, with its own parser."""
+    import argparse
+
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found += [(f"{prefix} {name}", sub), *commands(sub, f"{prefix} {name}")]
+    return found
+
+
+def command_help() -> str:
+    """`--help` of every command, as a person sees it in a 100-column terminal."""
+    import os
+
+    from hermes_blender.cli import _parser
+
+    kept, os.environ["COLUMNS"] = os.environ.get("COLUMNS"), "100"
+    try:
+        lines = []
+        for name, sub in commands(_parser()):
+            lines += [f"### `{name}`", "", "```", sub.format_help().rstrip(), "```", ""]
+        return "\n".join(lines)
+    finally:
+        if kept is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = kept
+
+
 # --- the benchmark --------------------------------------------------------------------------------------------------
 
 BENCH = re.compile(r"bench-(\d{4}-\d{2}-\d{2})(?:-[\w-]+)?\.json$")
@@ -352,6 +389,10 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Any) -> str:
         if STATES_MARK not in markdown:
             raise ValueError(f"troubleshooting.md lost its mark {STATES_MARK}")
         return markdown.replace(STATES_MARK, state_table())
+    if page.file.src_uri == "cli.md":
+        if HELP_MARK not in markdown:
+            raise ValueError(f"cli.md lost its mark {HELP_MARK}")
+        return markdown.replace(HELP_MARK, command_help())
     if page.file.src_uri == "performance.md":
         head, found, rest = markdown.partition("\n## ")
         return f"{head}\n{latest_section()}{found}{rest}" if found else markdown + "\n" + latest_section()

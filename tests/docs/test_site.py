@@ -115,6 +115,18 @@ def test_the_built_troubleshooting_page_names_every_state_as_status_says_it(site
         assert f"{state} " in text and _words(f"{reason} {action}") in text and f"({retry})" in text, state
 
 
+def test_the_built_command_line_page_has_every_commands_help(site: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_blender.cli import _parser
+
+    monkeypatch.setenv("COLUMNS", "100")  # the width the page is made at: argparse wraps at its hyphens too
+    text = _words(html.unescape(re.sub(r"<[^>]+>", "", (site / "cli" / "index.html").read_text(encoding="utf-8"))))
+    names = [name for name, _ in docs_hooks().commands(_parser())]
+    assert {"hermes-blender status", "hermes-blender call", "hermes-blender connect"} <= set(names)
+    for name, sub in docs_hooks().commands(_parser()):
+        assert f"usage: {name}" in text, name
+        assert _words(sub.format_help()) in text, name
+
+
 def _states_in_code() -> set[str]:
     """Every state name the add-on and the toolkit can answer, as the code writes them."""
     patterns = (
