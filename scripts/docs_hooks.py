@@ -360,8 +360,9 @@ def decisions_index() -> str:
     lines = [
         "# Decisions",
         "",
-        f"One file per decision, {len(entries)} in all: its context, the decision, its consequences and its date.",
-        "Newest first.",
+        f"One file per decision, {len(entries)} in all, newest first: the decision, the context that led to it and its",
+        "consequences (as far as they were recorded), and its date. The decisions made before issue 58 were the README's",
+        "Decisions section, moved here in their own words.",
         "",
         "| date | decision |",
         "|---|---|",

@@ -14,6 +14,7 @@ import sys
 import time
 import typing
 import urllib.request
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -159,9 +160,18 @@ def test_every_state_the_code_answers_is_documented_and_every_documented_one_exi
     assert sorted(listed - in_code) == [], "troubleshooting.md lists a state the code never answers"
 
 
-def _decision_titles(text: str) -> list[str]:
+def _decisions(text: str) -> dict[str, str]:
+    """Each decision of a README's Decisions section: its bold title (on one line) and its whole recorded text."""
     section = text.split("\n## Decisions\n", 1)[1].split("\n## ", 1)[0]
-    return [" ".join(title.split()) for title in re.findall(r"^- \*\*(.+?)\*\*", section, re.M | re.S)]
+    items = [item for item in re.split(r"\n(?=- \*\*)", section) if item.startswith("- **")]
+    return {" ".join(re.match(r"- \*\*(.+?)\*\*", item, re.S).group(1).split()): item for item in items}
+
+
+def _words_of(text: str) -> Counter[str]:
+    """The words a text says, whatever its layout, headings, link targets or the marks around a word."""
+    text = re.sub(r"\]\([^)]*\)", "]", re.sub(r"^#+ .*$", "", text, flags=re.M))
+    words = (word.strip("*()[],.;:") for word in text.split())
+    return Counter(word for word in words if word and word != "-")
 
 
 def test_no_decision_was_lost_in_the_move_out_of_the_readme() -> None:
@@ -169,16 +179,19 @@ def test_no_decision_was_lost_in_the_move_out_of_the_readme() -> None:
         ["git", "show", f"{BEFORE_THE_MOVE}:README.md"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=30
     )
     assert shown.returncode == 0, f"this test needs the history down to {BEFORE_THE_MOVE}: {shown.stderr}"
-    before = _decision_titles(shown.stdout)
-    files = docs_hooks().decision_files()
-    after = [path.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("# ") for path in files]
-    print(f"{len(before)} decisions before, {len(after)} files after")
-    assert len(before) == 60 and [title for title in before if title not in after] == []
-    for path in files:
-        if path.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("# ") in before:
-            text = path.read_text(encoding="utf-8")
-            assert re.search(r"^\*\*Date:\*\* \d{4}-\d{2}-\d{2}", text, re.M), path.name
-            assert "\n## Decision\n" in text and "\n## Context and consequences\n" in text, path.name
+    before = _decisions(shown.stdout)
+    files = {
+        path.read_text(encoding="utf-8").split("\n", 1)[0].removeprefix("# "): path
+        for path in docs_hooks().decision_files()
+    }
+    print(f"{len(before)} decisions before, {len(files)} files after")
+    assert len(before) == 60 and [title for title in before if title not in files] == []
+    for title, recorded in before.items():
+        text = files[title].read_text(encoding="utf-8")
+        assert re.search(r"^\*\*Date:\*\* \d{4}-\d{2}-\d{2}", text, re.M), title
+        assert "\n## Decision\n" in text, title
+        sections = text[text.index("\n## ") :]
+        assert _words_of(sections) == _words_of(recorded), f"{title}: words lost or added in the move"
     assert "## Decisions" not in README
 
 
