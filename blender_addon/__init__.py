@@ -15,10 +15,11 @@ _cli_handle: Any = None
 
 
 def _classes() -> tuple[type, ...]:
-    from . import operators, prefs, ui
+    from . import asking, operators, prefs, ui
 
     return (
         prefs.HermesBridgePreferences,
+        asking.HERMES_BRIDGE_OT_question,
         operators.HERMES_BRIDGE_OT_start,
         operators.HERMES_BRIDGE_OT_stop,
         operators.HERMES_BRIDGE_OT_undo_agent_step,
@@ -34,7 +35,7 @@ def register() -> None:
     global _cli_handle
     import bpy
 
-    from . import cli, operators
+    from . import asking, cli, operators
     from .agent_history import MARK, MARK_DESCRIPTION
 
     undo: list[Callable[[], object]] = []
@@ -48,6 +49,8 @@ def register() -> None:
         _cli_handle = bpy.utils.register_cli_command(cli.COMMAND, cli.run)
         undo.append(partial(bpy.utils.unregister_cli_command, _cli_handle))
         if not bpy.app.background:
+            bpy.app.timers.register(asking.look, first_interval=asking.LOOK, persistent=True)
+            undo.append(partial(_unregister_timer, asking.look))
             operators.schedule_auto_start()
     except BaseException:
         _cli_handle = None
@@ -57,15 +60,23 @@ def register() -> None:
         raise
 
 
+def _unregister_timer(timer: Callable[[], float]) -> None:
+    import bpy
+
+    if bpy.app.timers.is_registered(timer):
+        bpy.app.timers.unregister(timer)
+
+
 def unregister() -> None:
     global _cli_handle
     import bpy
 
-    from . import operators
+    from . import asking, operators
     from .agent_history import MARK
     from .runtime import RUNTIME
     from .tools import scene_index
 
+    _unregister_timer(asking.look)
     RUNTIME.stop()
     scene_index.uninstall()  # Blender's handler lists outlive the add-on
     if bpy.app.timers.is_registered(operators.auto_start):

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import FrameType
 
 from . import notes, prefs, service
+from .agent_mode import NAMES, AgentMode
 from .errors import BridgeError
 from .interrupt import SIGNALS
 from .runtime import RUNTIME
@@ -41,6 +42,13 @@ def run(argv: list[str]) -> int:
     )
     parser.add_argument("--no-lab", action="store_true", help="do not start the Blender Lab listener")
     parser.add_argument("--no-code-execution", action="store_true", help="refuse to run agent-written Python")
+    parser.add_argument(
+        "--mode",
+        choices=NAMES,
+        default=None,
+        help="what agents may do: read-only, ask (a change waits for the user of a client that can ask; with none, "
+        "it is refused: nobody is at this Blender's window) or full (default: the preference, full unless changed)",
+    )
     parser.add_argument(
         "--runtime-file", type=Path, default=None, help="where to publish the endpoint (default: the path Hermes reads)"
     )
@@ -64,6 +72,7 @@ def run(argv: list[str]) -> int:
         runtime_file=args.runtime_file,
         checkpoint_folder=args.checkpoint_folder,
         allow_code=defaults.allow_code and not args.no_code_execution,
+        agent_mode=defaults.agent_mode if args.mode is None else AgentMode.parse(args.mode),
         mode=service.Mode.BACKGROUND,
     )
 

@@ -19,8 +19,10 @@ import bpy
 
 from . import dispatch, scene_revision
 from .agent_history import AgentHistory
+from .agent_mode import AgentMode
 from .changes import Scene
 from .checkpoints import Checkpoints
+from .consent import Call, Consent
 from .errors import BridgeStopped, DispatchTimeout, ToolError
 from .net.caller import Caller, Progress
 from .net.lab_protocol import error_envelope
@@ -37,6 +39,9 @@ DEFERRED_LIMIT = 600.0
 EDITS_LOOK = 0.25
 """Seconds between two looks for the user's edits in the GUI, while someone listens: as often as a stream of
 changed resources may speak (`net/subscriptions.py`'s COALESCE, held equal by a test)."""
+
+LAB_CODE = "execute_blender_code"
+"""The Lab wire's one call, as the official server names its tool."""
 
 CODE_DISABLED = (
     "Running Python is switched off in this Blender (Hermes Bridge preferences: 'Allow code execution'); "
@@ -71,11 +76,15 @@ class Execution:
         allow_code: bool,
         job_timeout: float,
         checkpoint_folder: Path,
+        agent_mode: AgentMode,
+        ask_timeout: float,
     ) -> None:
         self.dispatcher = dispatcher
         self.gui = gui
         """Interactive: deferred results are polled between ticks, and the user edits between jobs."""
         self.allow_code = allow_code
+        self.consent = Consent(agent_mode, person=gui, timeout=ask_timeout)
+        """What the person lets the agent do; asked before a job is queued (`consent.py`)."""
         self.job_timeout = job_timeout
         self.watcher: Watcher | None = None
         """Told of each change while it listens; set when the MCP side comes up."""
@@ -95,7 +104,8 @@ class Execution:
 
     def close(self) -> None:
         """The bridge stops: its tasks' next steps will never run, so each working task ends as failed; Blender's
-        handlers stop feeding its change record."""
+        handlers stop feeding its change record; a call waiting for the person's answer ends unrun."""
+        self.consent.close()
         self.tasks.close()
         self.changes.uninstall()
         if bpy.app.timers.is_registered(self._edits_timer):
@@ -137,12 +147,17 @@ class Execution:
             changes=self.changes,
             history=self.history,
             checkpoints=self.checkpoints,
+            agent_mode=self.consent.mode,
         )
 
     def run_lab_code(self, code: str, strict_json: bool, connected: Callable[[], bool]) -> Envelope | None:
         if not self.allow_code:
             return error_envelope(CODE_DISABLED)
         caller = Caller(connected)
+        try:
+            self.consent.check(Call(LAB_CODE, "Run Python in Blender (Blender Lab)", {"code": code}), connected)
+        except ToolError as exc:
+            return error_envelope(f"{exc.state}: {exc}")
         try:
             outcome = self.dispatcher.call(
                 partial(_lab_code, code, strict_json, self.job(None)), LAB_JOB_TIMEOUT, caller

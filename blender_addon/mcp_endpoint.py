@@ -44,7 +44,7 @@ class McpEndpoint:
     ) -> None:
         self._updates = Updates()
         self._app = McpHttpApp(
-            McpProtocol(tools, ServerInfo("blender-bridge", version, INSTRUCTIONS)),
+            McpProtocol(tools, ServerInfo("blender-bridge", version, lambda: f"{INSTRUCTIONS} {tools.mode_said()}")),
             token,
             port,
             SessionStore(),

@@ -1,4 +1,4 @@
-"""Add-on preferences: the port and whether the bridge starts with Blender."""
+"""Add-on preferences: the port, whether the bridge starts with Blender, and what the agent may do."""
 
 from __future__ import annotations
 
@@ -6,11 +6,37 @@ from typing import TYPE_CHECKING
 
 import bpy
 
+from .agent_mode import MEANINGS, AgentMode
+from .consent import ASK_TIMEOUT
 from .defaults import LAB_PORT
 from .owner_files.runtime_file import expand_declared_path
 
 if TYPE_CHECKING:
     from .service import BridgeConfig
+
+
+AGENT_MODES = [
+    (mode.name, label, MEANINGS[mode])
+    for mode, label in ((AgentMode.READ_ONLY, "Read-only"), (AgentMode.ASK, "Ask first"), (AgentMode.FULL, "Full"))
+]
+
+
+def _switch_running_bridge(prefs: HermesBridgePreferences, context: bpy.types.Context) -> None:
+    """The person's choice holds for the running bridge at once (the panel and the preferences show the same)."""
+    from .runtime import RUNTIME  # the bridge's module, loaded only once a bridge runs
+
+    bridge = RUNTIME.bridge
+    if bridge is not None:
+        bridge.execution.consent.switch(AgentMode[prefs.agent_mode])
+
+
+def _retime_running_bridge(prefs: HermesBridgePreferences, context: bpy.types.Context) -> None:
+    """A new timeout holds for the questions asked from now on."""
+    from .runtime import RUNTIME
+
+    bridge = RUNTIME.bridge
+    if bridge is not None:
+        bridge.execution.consent.timeout = float(prefs.ask_timeout)
 
 
 class HermesBridgePreferences(bpy.types.AddonPreferences):
@@ -32,6 +58,21 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         name="Allow code execution",
         description="Let agents run Python in Blender (execute_blender_code and the Blender Lab listener). Not a sandbox",
         default=True,
+    )
+    agent_mode: bpy.props.EnumProperty(  # type: ignore[valid-type]
+        name="Agent may",
+        description="What agents may do in this Blender; only you change it, here or in the Hermes sidebar panel",
+        items=AGENT_MODES,
+        default=AgentMode.FULL.name,
+        update=_switch_running_bridge,
+    )
+    ask_timeout: bpy.props.IntProperty(  # type: ignore[valid-type]
+        name="Question timeout (s)",
+        description="Seconds a question waits for your answer before the agent hears it timed out",
+        default=int(ASK_TIMEOUT),
+        min=10,
+        max=3600,
+        update=_retime_running_bridge,
     )
     lab_enabled: bpy.props.BoolProperty(  # type: ignore[valid-type]
         name="Blender Lab listener",
@@ -62,6 +103,8 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         layout.prop(self, "http_port")
         layout.prop(self, "auto_start")
         layout.prop(self, "allow_code")
+        layout.prop(self, "agent_mode", expand=True)
+        layout.prop(self, "ask_timeout")
         layout.prop(self, "lab_enabled")
         row = layout.row()
         row.enabled = self.lab_enabled
@@ -89,5 +132,7 @@ def config() -> BridgeConfig:
         lab_port=prefs.lab_port if prefs.lab_enabled else None,
         lab_require_token=prefs.lab_require_token,
         allow_code=prefs.allow_code,
+        agent_mode=AgentMode[prefs.agent_mode],
+        ask_timeout=float(prefs.ask_timeout),
         mode=mode,
     )

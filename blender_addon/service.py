@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 import bpy
 
 from . import dispatch, log
+from .agent_mode import AgentMode
+from .consent import ASK_TIMEOUT
 from .errors import BridgeError, PortUnavailable
 from .execution import JOB_TIMEOUT, Execution
 from .net.auth import Token
@@ -69,6 +71,9 @@ class BridgeConfig:
     lab_require_token: bool = False
     allow_code: bool = True
     """False: execute_blender_code and the Lab listener refuse to run code."""
+    agent_mode: AgentMode = AgentMode.FULL
+    """What the person lets the agent do at the start (the panel switches it while the bridge runs)."""
+    ask_timeout: float = ASK_TIMEOUT
     mode: Mode = Mode.EMBEDDED
     log_file: Path | None = None
     """None: `hermes_bridge/bridge.log` in Blender's user config folder."""
@@ -91,6 +96,8 @@ class Bridge:
             dispatcher,
             gui=config.mode is Mode.GUI,
             allow_code=config.allow_code,
+            agent_mode=config.agent_mode,
+            ask_timeout=config.ask_timeout,
             job_timeout=config.job_timeout,
             checkpoint_folder=config.checkpoint_folder or default_checkpoint_folder(),
         )

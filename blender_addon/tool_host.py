@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from . import log, resources, tasks_extension
+from .consent import AskTheClient, Call
 from .errors import (
     BridgeStopped,
     DispatchTimeout,
@@ -41,6 +42,10 @@ class ToolHost:
     def __init__(self, execution: Execution) -> None:
         self._execution = execution
 
+    def mode_said(self) -> str:
+        """What the person lets the agent do now, as a model reads it first."""
+        return f"The person at Blender chose the agent's mode; now {self._execution.consent.mode.meaning}."
+
     def list_tools(self) -> list[dict[str, Any]]:
         return [tool.descriptor() for tool in CATALOGUE.values()]
 
@@ -51,7 +56,13 @@ class ToolHost:
         if tool.runs_code and not self._execution.allow_code:
             return ToolOutcome.error(CODE_DISABLED, state="code_execution_disabled")
         try:
+            consent = self._execution.consent
+            if tool.mutating:  # decided before the job is queued: a refusal never reaches the main thread
+                consent.refuse_read_only(name)  # whatever the arguments
             validate(tool.input_schema, arguments)
+            if tool.mutating:
+                call = Call(name, tool.title, arguments, caller.conversation)
+                consent.check(call, caller.wanted, caller.client_input)
             outcome = self._execution.dispatcher.call(
                 partial(_run_tool, tool, arguments, self._execution.job(caller.progress)),
                 tool.time_limit or self._execution.job_timeout,
@@ -65,6 +76,8 @@ class ToolHost:
         except ToolError as exc:
             log.logger.info("tool %s failed [%s]: %s", log.one_line(name), exc.state, log.one_line(exc))
             return ToolOutcome.error(str(exc), state=exc.state, **exc.details)
+        except AskTheClient as asking:  # its client asks its user, then calls again with the answer
+            return ToolOutcome.asking(asking.requests, asking.state)
         except DispatchTimeout as exc:
             return ToolOutcome.error(str(exc), state=exc.state)
         except RequestCancelled as exc:

@@ -7,6 +7,8 @@ import time
 import bpy
 
 from . import notes
+from .consent import Consent
+from .prefs import preferences
 from .runtime import RUNTIME
 
 
@@ -28,6 +30,7 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
             return
         layout.label(text="Running", icon="LINKED")
         layout.label(text=bridge.endpoint)
+        self._agent_mode(layout, bridge.execution.consent)
         layout.label(text=f"Clients connected: {bridge.open_connections}")
         layout.label(text=f"Runtime file: {bridge.runtime_file}")
         if bridge.log_file is not None:
@@ -45,6 +48,20 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
             for line in _wrap(note):
                 layout.label(text=line, icon="INFO")
         layout.operator("hermes_bridge.stop", icon="PAUSE")
+
+    @staticmethod
+    def _agent_mode(layout: bpy.types.UILayout, consent: Consent) -> None:
+        """What the agent may do, switched here with one click; and the calls waiting for the person's answer."""
+        prefs = preferences()
+        if prefs is not None and prefs.agent_mode == consent.mode.name:
+            layout.prop(prefs, "agent_mode", expand=True)
+        else:  # started with `--mode`, or without the add-on's preferences: shown, switched where it was set
+            layout.label(text=f"Agent may: {consent.mode.value}")
+        waiting = consent.waiting()
+        if waiting:
+            now = time.monotonic()
+            for question in waiting:
+                layout.label(text=f"Asks: {question.call.tool} ({now - question.asked_at:.0f} s)", icon="QUESTION")
 
 
 SHOWN = 5

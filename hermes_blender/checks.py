@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -123,11 +124,14 @@ def _server_status(
     declaration = bridge_liveness(declaration)
     server = package.mcp_servers.get(name, {})
     probe: Connect | None = None
+    modes: list[dict[str, Any]] = []
     if connect and (server.get("type") == "streamable-http" or runs_the_relay(server)):
-        probe = _mcp_round_trip
+        probe = partial(_mcp_round_trip, told=modes.append)
     elif connect and "BLENDER_MCP_PORT" in server.get("env", {}):
         probe = partial(_lab_round_trip, int(server["env"]["BLENDER_MCP_PORT"]))
     status = _with_serving_blender(compose(name, declaration, host, connect=probe, title=APP_TITLE), declaration, host)
+    if modes:  # what the person at Blender lets agents do, as the model will hear it
+        status = replace(status, checks=(*status.checks, Check("agent mode", True, modes[0]["meaning"])))
     return _with_launcher(_with_log_path(_with_cli_version(status, declaration, host), declaration, host), server, host)
 
 
@@ -143,8 +147,15 @@ def _with_launcher(status: ServerStatus, server: dict[str, Any], host: HostFacts
     return replace(status, checks=(row, *status.checks), warnings=warnings)
 
 
-def _mcp_round_trip(endpoint: LiveEndpoint) -> None:
-    asyncio.run(BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0).list_tools())
+def _mcp_round_trip(endpoint: LiveEndpoint, told: Callable[[dict[str, Any]], None]) -> None:
+    """A real tool call (the agent's history, which changes nothing in any mode); `told` hears the agent's mode."""
+    client = BridgeClient(RuntimeFileSpec(path=str(endpoint.runtime_file)), timeout=15.0)
+    answer = asyncio.run(client.call_tool("get_agent_history", {}))
+    if answer.is_error:
+        raise ToolCallFailed(f"the bridge answered get_agent_history with an error: {answer.text[:300]}")
+    mode = answer.data().get("agent_mode")
+    if isinstance(mode, dict) and isinstance(mode.get("meaning"), str):
+        told(mode)
 
 
 def _lab_round_trip(port: int, endpoint: LiveEndpoint) -> None:

@@ -25,6 +25,7 @@ from . import __version__
 from .contract import DECLARED_LAB_PATH, DECLARED_PATH
 from .contract.redact import REDACTOR
 from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
+from .protocol import agent_mode
 from .resources import PLUGIN_ROOT
 from .terminal import ProgressBar, one_line, printable
 
@@ -76,6 +77,14 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         default=_default_checkpoints(),
         help="where the bridge keeps checkpoints; it outlives serve, so a rescue is never lost (default: %(default)s)",
+    )
+    serve.add_argument(
+        "--mode",
+        choices=agent_mode.NAMES,
+        default="full",
+        help="what agents may do: read-only (look, never change), ask (each change waits for the user of a client "
+        "that can ask, MCP elicitation; with none, confirmation_unavailable: this Blender has no window) or full "
+        "(default: %(default)s)",
     )
     _runtime_file_option(serve)
     serve.set_defaults(handler=_serve)
@@ -206,6 +215,7 @@ def _serve(args: argparse.Namespace) -> int:
         log_file=args.log_file,
         private_log_folder=args.log_file == _default_serve_log(),
         checkpoint_folder=args.checkpoint_folder.expanduser().absolute(),  # Blender runs in a folder of its own
+        mode=args.mode,
     )
     try:
         with blender:
@@ -217,6 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
             else:
                 _warning(f"{blender.log_refusal}; serving without a log file")
             _progress(f"checkpoints: {args.checkpoint_folder.expanduser().absolute()} (kept after serve stops)")
+            _progress(f"agents may: {args.mode}")
             _progress(f"runtime file: {runtime_file}; press Ctrl+C to stop")
             while (code := blender.exit_code()) is None and not stop.wait(0.2):
                 pass

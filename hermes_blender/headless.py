@@ -65,10 +65,12 @@ class HeadlessBlender:
         log_file: Path | None = None,
         private_log_folder: bool = False,
         checkpoint_folder: Path | None = None,
+        mode: str | None = None,
     ) -> None:
         """`private_log_folder`: `log_file`'s folder is the toolkit's own, made 0700 also when it was not.
         `checkpoint_folder`: where the bridge keeps checkpoints; by default in Blender's user folder, which is a
-        temporary one here and goes with this object (`serve` names a folder that outlives it)."""
+        temporary one here and goes with this object (`serve` names a folder that outlives it).
+        `mode`: what agents may do (read-only, ask, full); None: the add-on's default, full."""
         self.runtime_file = runtime_file
         self._blend = blend
         self._port = port
@@ -77,6 +79,7 @@ class HeadlessBlender:
         self._log_file = log_file
         self._private_log_folder = private_log_folder
         self._checkpoint_folder = checkpoint_folder
+        self._mode = mode
         self._workdir = tempfile.TemporaryDirectory(prefix="hermes-blender-")
         self._process: subprocess.Popen[bytes] | None = None
         self._console: ConsoleLog | None = None
@@ -117,6 +120,8 @@ class HeadlessBlender:
         command += ["--no-lab"] if self._lab_port is None else ["--lab-port", str(self._lab_port)]
         if self._checkpoint_folder is not None:
             command += ["--checkpoint-folder", str(self._checkpoint_folder)]
+        if self._mode is not None:
+            command += ["--mode", self._mode]
         env = {k: v for k, v in os.environ.items() if k not in USER_FOLDER_OVERRIDES}
         env.update(BLENDER_USER_RESOURCES=str(private_user_folder(work / "user")), PYTHONUNBUFFERED="1")
         self._console = ConsoleLog(self.log_path, private_folder=self._private_log_folder)

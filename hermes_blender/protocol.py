@@ -20,3 +20,5 @@ def addon_module(relative: str, name: str):  # type: ignore[no-untyped-def]
 
 
 versions = addon_module("net/versions.py", "versions")
+agent_mode = addon_module("agent_mode.py", "agent_mode")
+"""The agent's modes (read-only, ask, full) and what each means, as the add-on names them."""

@@ -33,6 +33,7 @@ from .contract.redact import REDACTOR
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
+from .protocol import versions
 from .surrogates import well_formed_in
 from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
 
@@ -41,7 +42,7 @@ log = logging.getLogger("hermes_blender.mcp")
 APP = "Blender"
 
 
-def _text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
+def text_result(payload: dict[str, Any], *, is_error: bool = False) -> types.CallToolResult:
     """A result the relay composes: paths in it that are not UTF-8 say U+FFFD, as the bridge says them."""
     payload = well_formed_in(payload)
     text = json.dumps(payload, ensure_ascii=False)
@@ -68,7 +69,7 @@ def unavailable(state: str, detail: str, *, as_result: bool = False) -> types.Ca
 
     `as_result`: nothing was sent to Blender, so nothing was rejected; for a client whose breaker counts tool
     errors (Hermes) the same JSON is an ordinary result (with it as structured content), never `isError`."""
-    return _text_result(_state_payload(state, detail), is_error=not as_result)
+    return text_result(_state_payload(state, detail), is_error=not as_result)
 
 
 def unavailable_error(state: str, detail: str) -> MCPError:
@@ -205,6 +206,48 @@ def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | 
     return forward
 
 
+ASKING_ROUNDS = 3
+"""Questions the relay puts to its client's user for one call (the bridge asks one)."""
+
+
+def _asks_its_user(ctx: Any) -> bool:
+    """Whether this relay's client can put the bridge's question to its user: it declared elicitation, in its
+    handshake (2025) or with this request (2026-07-28)."""
+    if ctx.protocol_version == versions.STATELESS:
+        meta = (ctx.params or {}).get("_meta")
+        declared = meta.get(versions.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+        return isinstance(declared, dict) and isinstance(declared.get("elicitation"), dict)
+    params = getattr(ctx.session, "client_params", None)
+    capabilities = getattr(params, "capabilities", None)
+    return getattr(capabilities, "elicitation", None) is not None
+
+
+def _dumped(responses: Any) -> dict[str, Any]:
+    """A 2026-07-28 client's answers as the bridge reads them (JSON)."""
+    if not isinstance(responses, dict):
+        return {}
+    return {
+        key: value.model_dump(by_alias=True, exclude_none=True, mode="json") if hasattr(value, "model_dump") else value
+        for key, value in responses.items()
+    }
+
+
+async def _asked(ctx: Any, answer: dict[str, Any]) -> dict[str, Any]:
+    """The bridge's questions put to this client's user (MCP elicitation): their answers, by the bridge's keys. A
+    question the relay cannot put is answered `cancel`: the bridge then runs nothing."""
+    answers: dict[str, Any] = {}
+    for key, asked in (answer.get("inputRequests") or {}).items():
+        given = asked.get("params", {}) if isinstance(asked, dict) else {}
+        if not isinstance(asked, dict) or asked.get("method") != "elicitation/create":
+            answers[key] = {"action": "cancel"}
+            continue
+        result = await ctx.session.elicit_form(
+            str(given.get("message", "")), given.get("requestedSchema") or {}, related_request_id=ctx.request_id
+        )
+        answers[key] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+    return answers
+
+
 @dataclass(frozen=True)
 class Answered:
     """The Blender that answered a call, and the link it answered on (its own tools are compared once)."""
@@ -233,16 +276,28 @@ class BlenderCalls:
 
     async def call_tool(
         self, ctx: Any, params: types.CallToolRequestParams, *, states_as_results: bool = False
-    ) -> tuple[types.CallToolResult, Answered | None]:
-        """The tool's result, and who answered it (None: Blender was not reached, or the exchange failed).
+    ) -> tuple[types.CallToolResult | types.InputRequiredResult, Answered | None]:
+        """The tool's result, and who answered it (None: Blender was not reached, or the exchange failed, or the
+        person at Blender's mode has the call wait for the client's user: the client calls again with the answer).
 
         `states_as_results`: Blender's absence found before anything is sent answers as a result, not `isError`
         (Hermes: `stdio_server` says why)."""
         try:
             endpoint, note = await self._choice.endpoint()
             link = await self._links.link_to(endpoint)
-            arguments = {"name": params.name, "arguments": params.arguments or {}}
+            arguments: dict[str, Any] = {"name": params.name, "arguments": params.arguments or {}}
+            if _asks_its_user(ctx):
+                arguments["_meta"] = {versions.META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}}}
+            if params.request_state is not None:  # a 2026-07-28 client calls again with its user's answer
+                arguments |= {"inputResponses": _dumped(params.input_responses), "requestState": params.request_state}
             answer = await link.request("tools/call", arguments, _progress_to(ctx, params))
+            for _ in range(ASKING_ROUNDS):  # the person at Blender's mode is ask: this client's user answers
+                if answer.get("resultType") != "input_required":
+                    break
+                if ctx.protocol_version == versions.STATELESS:  # its client asks and calls again (no back-channel)
+                    return types.InputRequiredResult.model_validate(answer), None
+                answered = {"inputResponses": await _asked(ctx, answer), "requestState": answer.get("requestState")}
+                answer = await link.request("tools/call", {**arguments, **answered}, _progress_to(ctx, params))
             result = types.CallToolResult.model_validate(answer)
         except LiveEndpointUnavailable as exc:  # read from the runtime file: nothing was sent
             return unavailable(exc.state, str(exc), as_result=states_as_results), None
@@ -291,7 +346,7 @@ class BlenderCalls:
             entry["this_session"] = instance.endpoint.pid == self._choice.talking_to
             entry["open_file"] = await self._open_file(instance.endpoint)
             serving.append(entry)
-        return _text_result({"serving": serving, "this_session_pid": self._choice.talking_to})
+        return text_result({"serving": serving, "this_session_pid": self._choice.talking_to})
 
     async def _open_file(self, endpoint: LiveEndpoint) -> str | None:
         try:

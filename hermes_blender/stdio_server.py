@@ -271,7 +271,9 @@ class StdioBridge:
         answer = await self._calls.forward("prompts/get", {"name": params.name, "arguments": params.arguments or {}})
         return types.GetPromptResult.model_validate(answer)
 
-    async def call_tool(self, ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        self, ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name == LIST_BLENDERS:
             return await self._calls.list_blenders()
         result, answered = await self._calls.call_tool(ctx, params, states_as_results=self._states_as_results)

@@ -20,6 +20,7 @@ import asyncio
 import base64
 import json
 import select
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -49,16 +50,26 @@ OnNotification = Callable[[dict[str, Any]], Awaitable[None]]
 """Given each notification of an event stream, whole."""
 
 
+CONVERSATION = uuid.uuid4().hex
+"""This process's conversation with the bridge: what the person's "Allow for this conversation" remembers (one
+`hermes-blender mcp` relay, so one agent session)."""
+
+
 def modern_request(method: str, params: dict[str, Any], request_id: int = 1) -> tuple[bytes, dict[str, str]]:
     """One 2026-07-28 JSON-RPC request: the body with its `_meta` envelope, and the headers that mirror it (the
     bridge rejects a request whose headers and body disagree). Also for raw callers: scripts, benchmarks, tests,
     clients in other languages reading this as an example."""
-    meta = {versions.META_PROTOCOL_VERSION: versions.STATELESS, versions.META_CLIENT_CAPABILITIES: {}}
+    given = params.get("_meta", {})
+    meta = {
+        versions.META_PROTOCOL_VERSION: versions.STATELESS,
+        versions.META_CLIENT_CAPABILITIES: given.get(versions.META_CLIENT_CAPABILITIES, {}),  # none, unless declared
+        versions.META_CONVERSATION: CONVERSATION,
+    }
     body = {
         "jsonrpc": "2.0",
         "id": request_id,
         "method": method,
-        "params": {**params, "_meta": {**params.get("_meta", {}), **meta}},
+        "params": {**params, "_meta": {**given, **meta}},
     }
     headers = {
         "Content-Type": "application/json",
@@ -138,7 +149,7 @@ class BridgeLink:
         limit = self._limit if self._limit is not None else limit_of(method, params)
         what = f"{method} {params['name']}" if method == "tools/call" else method
         if on_progress is not None:
-            params = {**params, "_meta": {"progressToken": self._next_id}}
+            params = {**params, "_meta": {**params.get("_meta", {}), "progressToken": self._next_id}}
         body, headers = modern_request(method, params, self._next_id)
         if on_progress is not None:
             headers["Accept"] = "application/json, text/event-stream"

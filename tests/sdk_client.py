@@ -25,10 +25,14 @@ Mode = Literal["auto", "legacy", "2026-07-28"]
 
 
 class SdkClient:
-    def __init__(self, spec: RuntimeFileSpec, *, mode: Mode = "auto", timeout: float = 150.0) -> None:
+    def __init__(
+        self, spec: RuntimeFileSpec, *, mode: Mode = "auto", timeout: float = 150.0, elicitation: Any = None
+    ) -> None:
+        """`elicitation`: the SDK's elicitation callback (the client then declares it can ask its user)."""
         self._spec = spec
         self._mode = mode
         self._timeout = timeout
+        self._elicitation = elicitation
 
     def endpoint(self) -> LiveEndpoint:
         return read_live_endpoint(self._spec)
@@ -47,7 +51,8 @@ class SdkClient:
         async with httpx2.AsyncClient(headers=endpoint.headers(), timeout=self._timeout, event_hooks=hooks) as http:
             transport = streamable_http_client(endpoint.url, http_client=http)
             try:
-                async with Client(transport, mode=self._mode, read_timeout_seconds=self._timeout) as client:
+                asks = {"elicitation_callback": self._elicitation} if self._elicitation is not None else {}
+                async with Client(transport, mode=self._mode, read_timeout_seconds=self._timeout, **asks) as client:
                     yield client
             except Exception as exc:
                 failure = _explain(exc, statuses, endpoint)

@@ -60,26 +60,44 @@ def _nothing(now: float) -> None:
     pass
 
 
+class ClientInput:
+    """A 2026-07-28 client that can put a question to its user (it declares `elicitation`), and what it brings back
+    when it calls again: its user's answers (`inputResponses`) and the state the bridge gave it (`requestState`)."""
+
+    __slots__ = ("responses", "state")
+
+    def __init__(self, responses: object = None, state: object = None) -> None:
+        self.responses = responses if isinstance(responses, dict) else None
+        self.state = state if isinstance(state, str) else None
+
+
 class Caller:
     """Whom a job runs for, as the job's watcher sees them.
 
-    `wanted` is asked before the job starts (False: dropped unrun) and at each look while it runs
+    `conversation` is the client's conversation (its session, or the one it names), when it has one, and
+    `client_input` what it can ask its user; `wanted` is
+    asked before the job starts (False: dropped unrun) and at each look while it runs
     (False: stopped, the hang-up being the cancel signal); `tend` is called at each look, off the
     job's thread, with the time (it sends the client what `progress` says); `progress` is where the
     job records how far it is, when the client asked to hear it.
     """
 
-    __slots__ = ("wanted", "tend", "progress")
+    __slots__ = ("wanted", "tend", "progress", "conversation", "client_input")
 
     def __init__(
         self,
         wanted: Callable[[], bool] = _always,
         tend: Callable[[float], None] = _nothing,
         progress: Progress | None = None,
+        conversation: str | None = None,
+        client_input: ClientInput | None = None,
     ) -> None:
         self.wanted = wanted
         self.tend = tend
         self.progress = progress
+        self.conversation = conversation
+        self.client_input = client_input
+        """None: the client cannot ask its user (the question, if any, is asked in Blender)."""
 
 
 ANYONE = Caller()

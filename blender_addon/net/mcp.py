@@ -5,6 +5,7 @@ envelope, not the tools.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -33,6 +34,8 @@ class ToolOutcome:
     is_error: bool = False
     failure: dict[str, Any] | None = None
     """An error's payload (`state`, `error`, details), for a method that answers it as a JSON-RPC error."""
+    input_required: dict[str, Any] | None = None
+    """2026-07-28: what the client must ask its user before it calls again (`inputRequests`, `requestState`)."""
 
     @classmethod
     def json(cls, data: dict[str, Any]) -> ToolOutcome:
@@ -44,7 +47,14 @@ class ToolOutcome:
         payload = {"error": message, **{k: v for k, v in details.items() if v is not None}}
         return cls([{"type": "text", "text": dumps(payload)}], is_error=True, failure=payload)
 
+    @classmethod
+    def asking(cls, requests: dict[str, Any], state: str) -> ToolOutcome:
+        """The call answered with questions for the client's user: it calls again with their answers."""
+        return cls([], input_required={"inputRequests": requests, "requestState": state})
+
     def as_result(self) -> dict[str, Any]:
+        if self.input_required is not None:
+            return {"resultType": "input_required", **self.input_required}
         result: dict[str, Any] = {"content": self.content, "isError": self.is_error}
         if self.structured is not None:
             result["structuredContent"] = self.structured
@@ -107,11 +117,12 @@ class ToolHost(Protocol):
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """The server's name, version and instructions, as the handshake and discovery give them."""
+    """The server's name, version and instructions, as the handshake and discovery give them (the instructions as
+    they are at that moment: they tell what the person at Blender lets the agent do now)."""
 
     name: str
     version: str
-    instructions: str
+    instructions: Callable[[], str]
 
 
 class McpProtocol:
@@ -127,7 +138,7 @@ class McpProtocol:
             "protocolVersion": version,
             "capabilities": CAPABILITIES,
             "serverInfo": {"name": self._info.name, "version": self._info.version},
-            "instructions": self._info.instructions,
+            "instructions": self._info.instructions(),
         }
 
     def discover(self) -> dict[str, Any]:
@@ -135,7 +146,7 @@ class McpProtocol:
             "supportedVersions": list(SUPPORTED),
             "capabilities": STATELESS_CAPABILITIES,
             "serverInfo": {"name": self._info.name, "version": self._info.version},
-            "instructions": self._info.instructions,
+            "instructions": self._info.instructions(),
         }
 
     def list_tools(self) -> dict[str, Any]:

@@ -13,8 +13,9 @@ from typing import Any
 
 from ..errors import RpcError
 from ..jsontext import encode
+from . import versions
 from .auth import Token, bearer_matches
-from .caller import Caller
+from .caller import Caller, ClientInput
 from .eras import SESSION_HEADER, Era, Handshake, Refused, Stateless
 from .event_stream import EventStream
 from .http import HttpError, Request, Response
@@ -156,7 +157,13 @@ class McpHttpApp:
                 def wanted() -> bool:
                     return not cancelled.is_set() and request.connected()
 
-                caller = Caller(wanted, stream.tend, stream.progress) if stream else Caller(wanted)
+                conversation = f"session:{session}" if session else _conversation_named(params)
+                asks = _client_input(era, method, params)
+                caller = (
+                    Caller(wanted, stream.tend, stream.progress, conversation, asks)
+                    if stream
+                    else Caller(wanted, conversation=conversation, client_input=asks)
+                )
                 result = era.dispatch(self._protocol, method, params, caller)
         except RpcError as error:
             return _rpc_error(request_id, error, era.http_status(error))
@@ -175,6 +182,24 @@ class McpHttpApp:
         except RpcError as error:
             return _rpc_error(request_id, error, self._stateless.http_status(error))
         return Response(200, b"", streamed=True, close=True)
+
+
+def _conversation_named(params: dict[str, Any]) -> str | None:
+    """The conversation a stateless request names (`versions.META_CONVERSATION`): short text, or none."""
+    meta = params.get("_meta")
+    named = meta.get(versions.META_CONVERSATION) if isinstance(meta, dict) else None
+    return f"named:{named}" if isinstance(named, str) and 0 < len(named) <= 64 else None
+
+
+def _client_input(era: Era, method: str, params: dict[str, Any]) -> ClientInput | None:
+    """A 2026-07-28 tool call's client that declares elicitation: it can ask its user and call again."""
+    if not isinstance(era, Stateless) or method != "tools/call":
+        return None
+    meta = params.get("_meta")
+    declared = meta.get(versions.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
+    if not isinstance(declared, dict) or not isinstance(declared.get("elicitation"), dict):
+        return None
+    return ClientInput(params.get("inputResponses"), params.get("requestState"))
 
 
 def _stream_for(request: Request, method: str, params: dict[str, Any]) -> EventStream | None:

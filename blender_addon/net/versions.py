@@ -11,6 +11,9 @@ HANDSHAKE = ("2025-03-26", "2025-06-18", "2025-11-25")
 SUPPORTED = (STATELESS, *reversed(HANDSHAKE))
 META_PROTOCOL_VERSION = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES = "io.modelcontextprotocol/clientCapabilities"
+META_CONVERSATION = "io.github.hermes-blender/conversation"
+"""A stateless client's conversation (the toolkit's relay sends one per process): what "Allow for this conversation"
+remembers when the client has no MCP session."""
 VERSION_HEADER = "MCP-Protocol-Version"
 METHOD_HEADER = "Mcp-Method"
 NAME_HEADER = "Mcp-Name"

@@ -118,6 +118,16 @@ class Tasks(Protocol):
     def forget_old(self, now: float | None = None) -> None: ...
 
 
+class AgentMode(Protocol):
+    """What tools use of the agent's mode (agent_mode.AgentMode): its name and what it lets the agent do."""
+
+    @property
+    def value(self) -> str: ...
+
+    @property
+    def meaning(self) -> str: ...
+
+
 Report = Callable[[float | None, str | None], None]
 """Record how far the job is (a fraction from 0 to 1, a message); checked even when nobody listens."""
 
@@ -126,7 +136,16 @@ class JobContext:
     """What a tool may use while it runs: the job's reporting and interrupts, and the bridge's scene records. Tools
     get everything here, never from the network side."""
 
-    __slots__ = ("report", "interrupts", "start_background", "tasks", "changes", "history", "checkpoints")
+    __slots__ = (
+        "report",
+        "interrupts",
+        "start_background",
+        "tasks",
+        "changes",
+        "history",
+        "checkpoints",
+        "agent_mode",
+    )
 
     def __init__(
         self,
@@ -138,6 +157,7 @@ class JobContext:
         changes: ChangeRecord,
         history: History,
         checkpoints: Checkpoints,
+        agent_mode: AgentMode,
     ) -> None:
         self.report = report
         self.interrupts = interrupts
@@ -149,6 +169,8 @@ class JobContext:
         self.history = history
         """The agent's own steps in Blender's undo history."""
         self.checkpoints = checkpoints
+        self.agent_mode = agent_mode
+        """What the person at Blender lets the agent do, when the job began."""
 
     def reporting_to(self, report: Report) -> JobContext:
         """The same job, its reports going to `report`."""

@@ -53,7 +53,15 @@ def history(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
     steps = [step.brief() for step in reversed(job.history.done)]
     undone = [step.brief() for step in reversed(job.history.undone)]
     lists, cut = budgeted({"steps": steps, "undone": undone}, sized=False)
-    return {"status": "ok", "revision": job.changes.revision, **lists, "ended": job.history.ended, **cut}
+    mode = {"mode": job.agent_mode.value, "meaning": job.agent_mode.meaning}
+    return {
+        "status": "ok",
+        "revision": job.changes.revision,
+        **lists,
+        "ended": job.history.ended,
+        "agent_mode": mode,
+        **cut,
+    }
 
 
 def scene_changes(arguments: dict[str, Any], job: JobContext) -> dict[str, Any]:
@@ -153,14 +161,16 @@ UNDO_TOOLS = (
         name="get_agent_history",
         title="The agent's steps",
         description="The agent's own steps newest first (tool, time, what it changed in one line), those taken "
-        "back (redo brings them back), and the scene's revision.",
+        "back (redo brings them back), the scene's revision, and the agent's mode the person at Blender chose "
+        "(read-only, ask or full) with what it lets you do.",
         run=history,
         output_schema=shallow(
             status="string",
             revision="integer",
             steps="array",
             undone="array",
-            required=("status", "revision", "steps", "undone"),
+            agent_mode="object",
+            required=("status", "revision", "steps", "undone", "agent_mode"),
         ),
     ),
     Tool(

@@ -63,6 +63,6 @@ def test_ci_runs_the_matrix_without_only_those_and_the_readme_command_with_every
     lines = re.findall(r'^check bash scripts/bpy_line.sh \S+ (\S+) "\$\{MATRIX\[@\]\}"$', script, re.M)
     assert lines == ["5.3.0", "4.5.15"]
     # The README's command runs the 5.2 LTS line (uv.lock) with every tier: a matrix line of it would run it twice.
-    locked = re.search(r'bpy==(\S+); python_version', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    locked = re.search(r"bpy==(\S+); python_version", (ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     assert locked is not None and locked.group(1).startswith("5.2.") and locked.group(1) not in lines
     assert re.search(r'^check "\$\{UV\[@\]\}" run pytest --durations=30 ', script, re.M)

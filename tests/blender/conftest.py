@@ -110,6 +110,7 @@ def a_job(dispatcher: Any) -> Any:
     changes = importlib.import_module(f"{ADDON_MODULE}.changes")
     history = importlib.import_module(f"{ADDON_MODULE}.agent_history")
     checkpoints = importlib.import_module(f"{ADDON_MODULE}.checkpoints")
+    agent_mode = importlib.import_module(f"{ADDON_MODULE}.agent_mode")
     scene = changes.Scene(between="between jobs")  # not installed: these jobs' tools never ask what changed
     return context.JobContext(
         report=lambda fraction=None, message=None: None,
@@ -119,6 +120,7 @@ def a_job(dispatcher: Any) -> Any:
         changes=scene,
         history=history.AgentHistory(scene, gui=False),
         checkpoints=checkpoints.Checkpoints(Path(tempfile.mkdtemp(prefix="hermes-checkpoints-")), scene.copying),
+        agent_mode=agent_mode.AgentMode.FULL,
     )
 
 

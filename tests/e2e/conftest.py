@@ -15,6 +15,7 @@ SAME_ON_EVERY_LINE = {
     "test_farm_runs.py": "`farm run`'s processes, cancel and files; the export's checks are the Blender-side tests'",
     "test_hostile.py": "hostile clients and faults on the bridge's wire: this project's HTTP and MCP code",
     "test_instances.py": "several bridges and the runtime file: this project's files and pids",
+    "test_modes_through_the_relay.py": "the agent's mode through the stdio relay: this project's consent and relay",
     "test_lab_relay.py": "`hermes-blender lab`'s gate and relay: the toolkit's checks, files and processes",
     "test_official_client.py": "protocol conformance with the official client: this project's MCP code",
     "test_status_cli.py": "`status` against runtime files, PATHs and Hermes homes: the toolkit's checks",

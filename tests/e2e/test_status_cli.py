@@ -88,9 +88,19 @@ def test_status_reports_ready_against_a_live_bridge(machine: Machine, running: H
         "5.1.2; needs 4.5 or newer (from --version"
     )
     assert checks["MCP round trip"]["ok"] is True and checks["runtime file"]["ok"] is True
+    assert checks["agent mode"]["detail"].startswith("full: every tool works")  # what the person lets agents do
     token = json.loads(machine.runtime_file.read_text())["token"]
     code, text, _ = machine.status()
     assert code == 0 and text.rstrip().endswith("ready") and token not in text and token not in json.dumps(payload)
+
+
+def test_status_tells_the_agent_mode_the_person_chose(machine: Machine) -> None:
+    with HeadlessBlender(machine.runtime_file, mode="read-only"):
+        code, payload, _ = machine.status("--json")
+        _, text, _ = machine.status()
+    checks = {c["name"]: c for c in payload["servers"][0]["checks"]}
+    assert code == 0 and checks["agent mode"]["detail"].startswith("read-only: the person at Blender lets you look")
+    assert "read-only: the person at Blender" in text
 
 
 def test_killed_bridge_is_app_not_running_with_its_action(machine: Machine, running: HeadlessBlender) -> None:

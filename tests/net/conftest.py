@@ -142,7 +142,7 @@ def start_endpoint(
     tools = FakeTools()
     sessions = sessions or SessionStore()
     holder: dict[str, Served] = {}
-    protocol = McpProtocol(tools, ServerInfo("test", "0", "hi"))
+    protocol = McpProtocol(tools, ServerInfo("test", "0", lambda: "hi"))
     updates = Updates()
     app = McpHttpApp(protocol, token, lambda: holder["l"].address[1], sessions, updates)
     conversation = partial(HttpConversation, app=app, limits=limits, gate=app.gate, lasting=app.lasting)

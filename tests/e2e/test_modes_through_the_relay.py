@@ -1,0 +1,87 @@
+"""The agent's mode through `hermes-blender mcp`, as any MCP client meets it: the relay's client that can ask its
+user (the official SDK's, declaring elicitation) is asked, and its accept runs the call while its decline answers
+`denied_by_user`; a client that cannot ask hears `confirmation_unavailable` from a Blender without a window; a
+read-only Blender answers `read_only`. Each refusal comes with its user action and changes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.types import ElicitResult
+
+from hermes_blender.headless import HeadlessBlender
+
+pytestmark = pytest.mark.timeout(300)
+
+DELETE = "bpy.data.objects.remove(bpy.data.objects[{name!r}])\nresult = {{}}"
+NAMES = "result = sorted(o.name for o in bpy.data.objects)"
+
+
+def _relay(runtime_file: Path) -> StdioServerParameters:
+    command = [sys.executable, "-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)]
+    return StdioServerParameters(command=command[0], args=command[1:])
+
+
+def _state(result: Any) -> str | None:
+    return json.loads(result.content[0].text).get("state") if result.is_error else None
+
+
+async def _calls(
+    runtime_file: Path, calls: list[tuple[str, dict[str, Any]]], answer: str | None, mode: str = "legacy"
+) -> list[Any]:
+    asked: list[str] = []
+
+    async def elicitation(context: Any, params: Any) -> ElicitResult:
+        asked.append(params.message)
+        return ElicitResult(action=answer, content={} if answer == "accept" else None)
+
+    asks = {"elicitation_callback": elicitation} if answer is not None else {}
+    transport = stdio_client(_relay(runtime_file))
+    async with Client(transport, mode=mode, read_timeout_seconds=120, **asks) as client:  # type: ignore[arg-type]
+        results = [await client.call_tool(name, arguments) for name, arguments in calls]
+    return [*results, asked]
+
+
+@pytest.mark.parametrize("era", ["legacy", "2026-07-28"])
+def test_in_ask_mode_the_relays_client_asks_its_user_accept_runs_decline_denies_and_no_asker_is_unavailable(
+    tmp_path: Path, era: str
+) -> None:
+    """2025: the relay asks its client (elicitation/create) and calls again; 2026-07-28: it hands its client the
+    bridge's `input_required`, and the client calls again with its user's answer."""
+    runtime_file = tmp_path / "Blender" / "server.json"
+    with HeadlessBlender(runtime_file, mode="ask"):
+        code = {"code": DELETE.format(name="Cube")}
+        allowed, accepted_question = asyncio.run(_calls(runtime_file, [("execute_blender_code", code)], "accept", era))
+        code = {"code": DELETE.format(name="Light")}
+        declined, _ = asyncio.run(_calls(runtime_file, [("execute_blender_code", code)], "decline", era))
+        unasked, names, _ = asyncio.run(
+            _calls(runtime_file, [("execute_blender_code", code), ("get_objects_summary", {})], None, era)
+        )
+    assert not allowed.is_error, allowed.content
+    assert json.loads(allowed.content[0].text)["changes"]["removed"] == ["Cube"]
+    assert "bpy.data.objects['Cube']" in accepted_question[0]  # the user read the code itself
+    assert _state(declined) == "denied_by_user"
+    assert _state(unasked) == "confirmation_unavailable"
+    assert "--mode full" in json.loads(unasked.content[0].text)["error"]
+    assert "Light" in names.content[0].text and "Cube" not in names.content[0].text
+
+
+def test_a_read_only_blender_answers_read_only_through_the_relay_and_every_read_works(tmp_path: Path) -> None:
+    runtime_file = tmp_path / "Blender" / "server.json"
+    with HeadlessBlender(runtime_file, mode="read-only"):
+        refused, read, _ = asyncio.run(
+            _calls(
+                runtime_file,
+                [("execute_blender_code", {"code": DELETE.format(name="Cube")}), ("get_objects_summary", {})],
+                "accept",  # a client that would say yes is never asked: read-only is the person's answer
+            )
+        )
+    assert _state(refused) == "read_only" and "Agent may" in json.loads(refused.content[0].text)["error"]
+    assert not read.is_error and "Cube" in read.content[0].text
