@@ -25,7 +25,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +61,7 @@ def _run_command(args: argparse.Namespace) -> int:
     for name in ("SIGINT", "SIGTERM"):
         signal.signal(getattr(signal, name), lambda *_: stop.set())
     try:
-        outcome = run_bundle(args.bundle, blender=args.blender, stop=stop, say=_say)
+        outcome = FarmRun(args.bundle, blender=args.blender).run(stop, _say)
     except FarmRunError as exc:
         print(f"hermes-blender: farm run refused [{exc.state}]: {exc}", file=sys.stderr)
         if args.json:
@@ -140,31 +139,46 @@ def _commands(node: Any) -> Iterator[Any]:
             yield from _commands(item)
 
 
-def run_bundle(
-    folder: Path,
-    *,
-    blender: str | None = None,
-    stop: threading.Event,
-    say: Callable[[str], None],
-    environ: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Render every step of the bundle at `folder` in turn, until done, failed or `stop` is set; the outcome (JSON)."""
-    environ = dict(os.environ) if environ is None else environ
-    bundle = Bundle(folder)
-    openjd = openjd_command(environ)
-    _check(openjd, bundle, environ)
-    started = time.monotonic()
-    with _private_folder() as scratch:
-        env = _job_environment(bundle, blender, scratch, environ)
-        run = Run(bundle, say)
-        values = scratch / "values.json"
-        values.write_text(json.dumps(bundle.values), encoding="utf-8")
-        for step in bundle.steps:
-            command = [*openjd, "run", str(bundle.template_path), "--step", step, "-p", f"file://{values}"]
-            status = run.step(step, command, env, stop)
-            if status != COMPLETED:
-                break
-    return run.outcome(time.monotonic() - started)
+class FarmRun:
+    """A bundle made ready to run here: every refusal (FarmRunError) is raised while it is made, before anything
+    runs; `run` renders every step in turn, until done, failed or stopped."""
+
+    def __init__(self, folder: Path, *, blender: str | None = None, environ: dict[str, str] | None = None) -> None:
+        environ = dict(os.environ) if environ is None else environ
+        self.bundle = Bundle(folder)
+        self.openjd = openjd_command(environ)
+        _check(self.openjd, self.bundle, environ)
+        self._scratch = Path(tempfile.mkdtemp(prefix="hermes-farm-"))  # 0700
+        try:
+            self.env = _job_environment(self.bundle, blender, self._scratch, environ)
+        except BaseException:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+            raise
+        self.progress: Run | None = None
+        """The run under way, once `run` began (its frames written so far)."""
+
+    def run(self, stop: threading.Event, say: Callable[[str], None]) -> dict[str, Any]:
+        """The outcome (JSON): status, message, steps, frames_written, log, seconds."""
+        started = time.monotonic()
+        try:
+            self.progress = run = Run(self.bundle, say)
+            values = self._scratch / "values.json"
+            values.write_text(json.dumps(self.bundle.values), encoding="utf-8")
+            for step in self.bundle.steps:
+                command = [
+                    *self.openjd,
+                    "run",
+                    str(self.bundle.template_path),
+                    "--step",
+                    step,
+                    "-p",
+                    f"file://{values}",
+                ]
+                if run.step(step, command, self.env, stop) != COMPLETED:
+                    break
+        finally:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+        return run.outcome(time.monotonic() - started)
 
 
 def _check(openjd: list[str], bundle: Bundle, environ: dict[str, str]) -> None:
@@ -211,15 +225,6 @@ def _job_environment(bundle: Bundle, blender: str | None, scratch: Path, environ
             state="adaptor_missing",
         )
     return env
-
-
-@contextmanager
-def _private_folder() -> Iterator[Path]:
-    folder = Path(tempfile.mkdtemp(prefix="hermes-farm-"))  # 0700
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 class Run:

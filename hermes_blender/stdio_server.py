@@ -37,6 +37,7 @@ from mcp.types import INVALID_PARAMS
 from . import __version__
 from .contract import DECLARED_PATH
 from .errors import BlenderBridgeError
+from .farm_tasks import FARM_TASK_NAMES, FARM_TASK_TOOLS, FarmTasks
 from .stdio_wire import stdio_streams
 from .time_limits import SILENCE
 
@@ -60,7 +61,7 @@ RESUBSCRIBE_SETTLE = 0.25
 UPDATES_RETRY = 1.0
 """Seconds before the stream of resource updates is opened again after it ended or could not open."""
 LIST_BLENDERS = "list_blenders"
-"""The one tool of this server's own: which Blenders serve, and which one this session talks to."""
+"""A tool of this server's own: which Blenders serve, and which one this session talks to."""
 
 
 def shipped_catalogue() -> list[dict[str, Any]]:
@@ -86,8 +87,13 @@ def _own_tools() -> list[types.Tool]:
             ),
             input_schema={"type": "object", "properties": {}, "additionalProperties": False},
             annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
-        )
+        ),
+        *FARM_TASK_TOOLS,
     ]
+
+
+OWN_TOOLS = [tool.name for tool in _own_tools()]
+"""The tools of this server's own, listed after Blender's: `list_blenders` and the farm runs (farm_tasks.py)."""
 
 
 NAME_CHARS = 64
@@ -126,6 +132,8 @@ class StdioBridge:
         """Blenders whose own catalogue was compared with the one served (once each)."""
         self._subscribed: set[str] = set()
         """The URIs the client subscribed to (`resources/subscribe`, 2025)."""
+        self._farm: FarmTasks | None = None
+        """The farm runs this session started (made at the first farm call)."""
         self._listened: dict[str, int] = {}
         """The URIs the client's open `subscriptions/listen` streams name (2026-07-28), each with its count."""
         self._refused: list[str] = []
@@ -144,6 +152,8 @@ class StdioBridge:
         return self._calls_made
 
     async def close(self) -> None:
+        if self._farm is not None:
+            await anyio.to_thread.run_sync(self._farm.close)
         if self._calls_made is not None:
             await self._calls_made.close()
 
@@ -276,6 +286,12 @@ class StdioBridge:
     ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name == LIST_BLENDERS:
             return await self._calls.list_blenders()
+        if params.name in FARM_TASK_NAMES:
+            from .stdio_calls import text_result
+
+            self._farm = self._farm or FarmTasks()
+            payload, is_error = await anyio.to_thread.run_sync(self._farm.call, params.name, params.arguments or {})
+            return text_result(payload, is_error=is_error)
         result, answered = await self._calls.call_tool(ctx, params, states_as_results=self._states_as_results)
         if answered is not None and answered.pid not in self._checked_pids:
             await self._check_catalogue(ctx, answered)

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import pytest
 
 from blender_addon.tools.job_templates import Job
 from hermes_blender.errors import FarmRunError
-from hermes_blender.farm import run_bundle
+from hermes_blender.farm import FarmRun
 
 pytestmark = pytest.mark.timeout(300)
 HERMES_BLENDER = Path(sys.executable).parent / "hermes-blender"
@@ -45,7 +44,7 @@ def bundle(folder: Path, flavour: str = "plain") -> Path:
 def refused(folder: Path, **environ: str) -> FarmRunError:
     env = {**os.environ, **environ}
     with pytest.raises(FarmRunError) as caught:
-        run_bundle(folder, stop=threading.Event(), say=lambda line: None, environ=env)
+        FarmRun(folder, environ=env)
     return caught.value
 
 

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 
 from hermes_blender import transport
-from hermes_blender.stdio_server import LIST_BLENDERS, server, shipped_catalogue
+from hermes_blender.stdio_server import OWN_TOOLS, server, shipped_catalogue
 from tests.scripted_bridge import Request, ScriptedBridge, json_answer
 
 from .test_relay import _bridge, _published, relayed_call
@@ -64,9 +64,9 @@ def test_a_blender_listing_other_tools_makes_the_relay_say_the_list_changed_and_
 ) -> None:
     shipped = [tool["name"] for tool in shipped_catalogue()]
     session = _session([*shipped_catalogue(), NEW_TOOL], tmp_path, monkeypatch)
-    assert session["before"] == [*shipped, LIST_BLENDERS]
+    assert session["before"] == [*shipped, *OWN_TOOLS]
     assert session["heard"] == ["notifications/tools/list_changed"], json.dumps(session["heard"])
-    assert session["after"] == [*shipped, NEW_TOOL["name"], LIST_BLENDERS]
+    assert session["after"] == [*shipped, NEW_TOOL["name"], *OWN_TOOLS]
 
 
 def test_a_blender_listing_the_shipped_tools_changes_nothing_and_the_client_hears_nothing(

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes_blender.stdio_server import LIST_BLENDERS, shipped_catalogue
+from hermes_blender.stdio_server import OWN_TOOLS, shipped_catalogue
 from tests.clients.conftest import UserHome
 
 
@@ -32,7 +32,7 @@ def test_the_inspector_lists_and_calls_the_tools_over_stdio(
     prefix = npm_install("mcp-inspector")
     with user_home.blender():
         code, listed = _inspector(prefix, user_home, "--method", "tools/list")
-        served = [tool["name"] for tool in shipped_catalogue()] + [LIST_BLENDERS]
+        served = [tool["name"] for tool in shipped_catalogue()] + OWN_TOOLS
         assert code == 0 and [tool["name"] for tool in listed["tools"]] == served
         code, called = _inspector(prefix, user_home, "--method", "tools/call", "--tool-name", "get_objects_summary")
     assert code == 0 and not called.get("isError"), called

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from hermes_blender.stdio_server import LIST_BLENDERS, shipped_catalogue
+from hermes_blender.stdio_server import OWN_TOOLS, shipped_catalogue
 from tests.clients.conftest import UserHome
 
 SCRIPT = Path(__file__).with_name("ts_stdio_client.cjs")
@@ -29,5 +29,5 @@ def test_the_typescript_sdk_lists_and_calls_with_the_structured_content_matching
         )
     assert done.returncode == 0, done.stderr  # the SDK throws when structuredContent breaks the outputSchema
     answer = json.loads(done.stdout)
-    assert answer["tools"] == [tool["name"] for tool in shipped_catalogue()] + [LIST_BLENDERS]
+    assert answer["tools"] == [tool["name"] for tool in shipped_catalogue()] + OWN_TOOLS
     assert answer["hasOutputSchema"] and not answer["isError"] and answer["sceneName"] == "Scene"

@@ -20,6 +20,8 @@ from typing import Any
 
 import psutil
 import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
@@ -65,6 +67,7 @@ result = {{
 
 class Bridge:
     def __init__(self, runtime_file: Path) -> None:
+        self.runtime_file = runtime_file
         self.client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)))
 
     def ok(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -214,3 +217,54 @@ def test_a_blender_that_dies_mid_run_fails_it_and_the_frames_written_are_kept(br
     assert (done["status"], done["exit"]) == ("failed", 1), done
     assert done["frames_written"] == [str(shot / "frames" / f"ViewLayer_frame_{frame:04d}.png") for frame in (1, 2, 3)]
     assert "failed" in done["message"] and "3 frames written before it, kept" in done["message"]
+
+
+def test_through_hermes_blender_mcp_an_agent_exports_starts_polls_and_cancels_a_farm_run(
+    bridge: Bridge, shot: Path
+) -> None:
+    """The official SDK's client, as an agent: Blender's export_render_job through the relay, then the relay's own
+    farm run tools; Blender answers meanwhile, since nothing of the run is in it."""
+    blender = str(blender_launcher.install(shot))
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hermes_blender.cli", "mcp", "--runtime-file", str(bridge.runtime_file)],
+        env=dict(os.environ),  # uv fetches openjd-cli with this machine's certificates and index settings
+    )
+
+    async def agent() -> dict[str, Any]:
+        async with Client(stdio_client(server), read_timeout_seconds=120) as client:  # type: ignore[arg-type]
+            seen: dict[str, Any] = {}
+            exported = await client.call_tool(
+                "export_render_job",
+                {
+                    "bundle_folder": str(shot / "bundle"),
+                    "output_folder": str(shot / "frames"),
+                    "chunk_size": 1,
+                    "use_unsaved_changes": True,
+                },
+            )
+            bundle = exported.structured_content["bundle_folder"]
+            started = await client.call_tool("start_farm_run_task", {"bundle_folder": bundle, "blender": blender})
+            assert not started.is_error, started.content[0].text
+            task_id = started.structured_content["task_id"]
+            seen["second"] = await client.call_tool("start_farm_run_task", {"bundle_folder": bundle})
+            while (polled := (await client.call_tool("get_farm_run_task", {"task_id": task_id})).structured_content)[
+                "frames_written_count"
+            ] == 0:
+                assert polled["status"] == "working", polled
+                await asyncio.sleep(0.2)
+            seen["meanwhile"] = await client.call_tool("get_objects_summary", {})
+            seen["cancelled"] = (
+                await client.call_tool("cancel_farm_run_task", {"task_id": task_id})
+            ).structured_content
+            seen["again"] = await client.call_tool("cancel_farm_run_task", {"task_id": task_id})
+            seen["unknown"] = await client.call_tool("get_farm_run_task", {"task_id": "nope"})
+            return seen
+
+    seen = asyncio.run(agent())
+    assert not seen["meanwhile"].is_error and seen["meanwhile"].structured_content["total_objects"] == 3
+    cancelled = seen["cancelled"]
+    assert cancelled["status"] == "cancelled" and 1 <= cancelled["frames_written_count"] < 6, cancelled
+    assert all(Path(frame).is_file() for frame in cancelled["frames_written"])
+    for name, state in (("second", "too_many_tasks"), ("again", "task_finished"), ("unknown", "not_found")):
+        assert seen[name].is_error and json.loads(seen[name].content[0].text)["state"] == state, seen[name]

@@ -21,7 +21,7 @@ from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.client import BridgeClient
 from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
-from hermes_blender.stdio_server import LIST_BLENDERS, shipped_catalogue
+from hermes_blender.stdio_server import LIST_BLENDERS, OWN_TOOLS, shipped_catalogue
 
 
 def _server(runtime_file: Path) -> StdioServerParameters:
@@ -57,7 +57,7 @@ def test_with_blender_closed_it_lists_the_shipped_tools_and_a_call_names_the_sta
         return [tool.name for tool in tools.tools], await client.call_tool("get_objects_summary", {})
 
     (names, result), _ = _session(runtime_file, body)
-    assert names == [tool["name"] for tool in shipped_catalogue()] + [LIST_BLENDERS]
+    assert names == [tool["name"] for tool in shipped_catalogue()] + OWN_TOOLS
     payload = json.loads(result.content[0].text)
     assert result.is_error and payload["state"] == "app_not_running"
     assert payload["user_action"] == "Start Blender, then try again." and payload["retry"] == "after_user_action"
