@@ -50,3 +50,18 @@ READ_ONLY_REFUSAL = (
     "This Blender is read-only for agents: the person at Blender lets the agent look, not change, so {tool} was "
     f"not run and nothing changed. To let it change the scene, {SWITCH}."
 )
+
+ACTIONS = {
+    "read_only": "Ask the person at Blender to switch Agent may (Hermes sidebar panel) to Ask first or Full: only they can",
+    "denied_by_user": "Do not repeat the call: ask the user what they want instead",
+    "confirmation_timed_out": "Ask the user to watch Blender's window, then call once more",
+    "confirmation_unavailable": (
+        "Ask the user to switch Agent may in the Hermes sidebar panel, or to start this Blender with `--mode full`"
+    ),
+}
+"""Each refusal's one user action, told with its state as the reach states tell theirs."""
+
+
+def told(state: str) -> dict[str, str]:
+    """A refusal's user action and retry policy (the fields a reach state carries too)."""
+    return {"user_action": ACTIONS[state], "retry": "after_user_action"}

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .agent_mode import READ_ONLY_REFUSAL, SWITCH, AgentMode
+from .agent_mode import READ_ONLY_REFUSAL, SWITCH, AgentMode, told
 from .errors import ToolError
 from .net.caller import ClientInput
 
@@ -151,6 +151,7 @@ class Consent:
                 f"This Blender asks its person before every change, and nobody can be asked here (a Blender without "
                 f"its window), so {call.tool} was not run and nothing changed. To run it, {SWITCH}.",
                 state="confirmation_unavailable",
+                **told("confirmation_unavailable"),
                 mode=mode.value,
             )
         self._wait(self._ask(call), wanted)
@@ -185,6 +186,7 @@ class Consent:
                     f"The question about {call.tool} was answered after its {self.timeout:g} s; it was not run and "
                     "nothing changed. Call again to be asked again.",
                     state="confirmation_timed_out",
+                    **told("confirmation_timed_out"),
                 )
             self._spent[state] = now
         response = (client.responses or {}).get(CLIENT_QUESTION)
@@ -199,12 +201,18 @@ class Consent:
             f"The person denied {call.tool} ({'declined' if action == 'decline' else 'the question was dismissed'} "
             "where their client asked); it was not run and nothing changed.",
             state="denied_by_user",
+            **told("denied_by_user"),
         )
 
     def refuse_read_only(self, tool: str) -> None:
         """Raise `read_only` when the agent may only look."""
         if self._mode is AgentMode.READ_ONLY:
-            raise ToolError(READ_ONLY_REFUSAL.format(tool=tool), state="read_only", mode=AgentMode.READ_ONLY.value)
+            raise ToolError(
+                READ_ONLY_REFUSAL.format(tool=tool),
+                state="read_only",
+                mode=AgentMode.READ_ONLY.value,
+                **told("read_only"),
+            )
 
     def _ask(self, call: Call) -> Question:
         with self._lock:
@@ -227,6 +235,7 @@ class Consent:
             raise ToolError(
                 f"The person at Blender denied {tool}; it was not run and nothing changed.{said}",
                 state="denied_by_user",
+                **told("denied_by_user"),
                 reason=question.reason or None,
             )
         if question.ended == "timed out":
@@ -234,6 +243,7 @@ class Consent:
                 f"Nobody answered the question about {tool} in Blender within {self.timeout:g} s; it was not run and "
                 "nothing changed. Ask the person to watch Blender, then call again.",
                 state="confirmation_timed_out",
+                **told("confirmation_timed_out"),
             )
         raise ToolError(f"{tool} was not run: {question.ended}", state="stopped")
 

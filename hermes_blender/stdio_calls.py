@@ -33,7 +33,7 @@ from .contract.redact import REDACTOR
 from .contract.status import describe
 from .errors import BlenderBridgeError, LiveEndpointUnavailable, ToolCallFailed
 from .instances import instance_spec, live_instances
-from .protocol import versions
+from .protocol import agent_mode, versions
 from .surrogates import well_formed_in
 from .transport import BridgeLink, Links, OnProgress, TokenRefused, request_once
 
@@ -79,8 +79,9 @@ def unavailable_error(state: str, detail: str) -> MCPError:
     return MCPError(INTERNAL_ERROR, f"{state}: {payload['error']}", payload)
 
 
-NOT_RUN = frozenset({"busy"})
-"""Blender's own answers for a call it never began (its main thread did not take it in time): for Hermes, results."""
+NOT_RUN = frozenset({"busy", *agent_mode.ACTIONS})
+"""Blender's own answers for a call it never began (its main thread did not take it in time; the person at Blender
+did not let it run): for Hermes, results."""
 
 
 def _state_of(result: types.CallToolResult) -> str | None:

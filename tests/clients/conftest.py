@@ -110,8 +110,9 @@ class UserHome:
         command = [sys.executable, "-m", "hermes_blender.cli", "connect", client, "--write"]
         return subprocess.run(command, env=self.env(), capture_output=True, text=True, timeout=60, check=True)
 
-    def blender(self) -> HeadlessBlender:
-        return HeadlessBlender(self.runtime_file)
+    def blender(self, mode: str | None = None) -> HeadlessBlender:
+        """A headless Blender for this user; `mode`: what its person lets agents do (read-only, ask, full)."""
+        return HeadlessBlender(self.runtime_file, mode=mode)
 
 
 @pytest.fixture

@@ -67,9 +67,15 @@ RUNNING = {**CLIENTS, "gemini-over-http": _gemini_over_http}
 
 
 def _what_the_model_hears(
-    client: str, npm_install: Callable[[str], Path], home: UserHome, tool: str, arguments: dict, blender: bool
+    client: str,
+    npm_install: Callable[[str], Path],
+    home: UserHome,
+    tool: str,
+    arguments: dict,
+    blender: bool,
+    mode: str | None = None,
 ) -> str:
-    with model_stand_in(tool, arguments) as (model, base_url), home.blender() if blender else nullcontext():
+    with model_stand_in(tool, arguments) as (model, base_url), home.blender(mode) if blender else nullcontext():
         command, environment = RUNNING[client](npm_install, home, tool, base_url)
         done = subprocess.run(command, cwd=home.project, env=environment, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
@@ -102,3 +108,23 @@ def test_with_blender_running_the_model_hears_the_scene(
 ) -> None:
     heard = _what_the_model_hears(client, npm_install, user_home, "get_objects_summary", {}, blender=True)
     assert "scene_name" in heard and "Cube" in heard and 'is_error": true' not in heard, heard
+
+
+DELETE_CUBE = {"code": "bpy.data.objects.remove(bpy.data.objects['Cube'])"}
+
+
+ASKED = {"claude-code": "denied_by_user", "gemini": "confirmation_unavailable"}
+"""What an ask-first Blender answers each CLI run with `-p`: Claude Code declares it can ask its user and, with
+nobody at its prompt, declines (the person's no); Gemini CLI declares no elicitation, so nobody can be asked."""
+
+
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("mode", ["read-only", "ask"])
+def test_the_persons_mode_reaches_the_model_as_its_state_and_user_action(
+    client: str, mode: str, npm_install: Callable[[str], Path], user_home: UserHome
+) -> None:
+    heard = _what_the_model_hears(
+        client, npm_install, user_home, "execute_blender_code", DELETE_CUBE, blender=True, mode=mode
+    )
+    state = "read_only" if mode == "read-only" else ASKED[client]
+    assert state in heard and "user_action" in heard, heard

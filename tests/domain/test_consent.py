@@ -55,6 +55,10 @@ def test_full_allows_without_asking_and_read_only_refuses_with_the_user_action()
     with pytest.raises(ToolError) as refused:
         Consent(AgentMode.READ_ONLY, person=True).check(_call(), lambda: True)
     assert refused.value.state == "read_only" and "Agent may" in str(refused.value)
+    assert (
+        refused.value.details["retry"] == "after_user_action"
+        and "only they can" in refused.value.details["user_action"]
+    )
 
 
 def test_ask_without_a_person_is_unavailable_at_once() -> None:
@@ -62,6 +66,7 @@ def test_ask_without_a_person_is_unavailable_at_once() -> None:
     with pytest.raises(ToolError) as refused:
         consent.check(_call(), lambda: True)
     assert refused.value.state == "confirmation_unavailable" and consent.waiting() == []
+    assert "--mode full" in refused.value.details["user_action"]
 
 
 def test_two_waiting_calls_are_shown_one_at_a_time_in_the_order_they_came() -> None:

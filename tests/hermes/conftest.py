@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -183,6 +184,30 @@ class HermesDriver:
         answer = json.loads(line)
         assert "driver_error" not in answer, f"{answer['driver_error']}\n{self.stderr()}"
         return answer
+
+    def ask_answering(self, command: str, reply: str, timeout: float = 180.0) -> tuple[dict[str, Any], str]:
+        """`command`, during which Hermes asks its user on its terminal (its approval prompt, e.g. for an MCP
+        server's elicitation): `reply` is typed once the prompt shows. Returns the answer and the prompt's text."""
+        assert self._process.stdin is not None and self._process.stdout is not None
+        self._process.stdin.write(command + "\n")
+        self._process.stdin.flush()
+        shown: list[str] = []
+        deadline = time.monotonic() + timeout
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._process.stdout, selectors.EVENT_READ)
+            while True:
+                if not selector.select(max(0.0, deadline - time.monotonic())):
+                    pytest.fail(f"Hermes gave no answer to {command!r} within {timeout:g} s:\n{self.stderr()}")
+                line = self._process.stdout.readline()
+                assert line, f"Hermes exited while answering {command!r}:\n{self.stderr()}"
+                if line.startswith('{"'):
+                    answer = json.loads(line)
+                    assert "driver_error" not in answer, f"{answer['driver_error']}\n{self.stderr()}"
+                    return answer, "".join(shown)
+                if not shown:  # the prompt began: the user answers it
+                    self._process.stdin.write(reply + "\n")
+                    self._process.stdin.flush()
+                shown.append(line)
 
     def stderr(self) -> str:
         self._stderr.seek(0)

@@ -25,6 +25,7 @@ from tests.hermes.conftest import HermesHost
 from tests.other_user import AS_NOBODY, needs_another_user
 
 SUMMARY = "mcp__blender__get_objects_summary"
+DELETE_CUBE = "call execute_blender_code " + json.dumps({"code": "bpy.data.objects.remove(bpy.data.objects['Cube'])"})
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX host layout and signals")
 
 
@@ -323,3 +324,37 @@ def _lab_tools_once(session: Any, wanted: Any, bound: float = 60.0) -> list[str]
         assert time.monotonic() < deadline, f"Hermes still registers {tools}"
         time.sleep(0.5)
     return tools
+
+
+def test_through_real_hermes_a_read_only_blender_answers_read_only_with_its_action_and_no_breaker_strike(
+    hermes: HermesHost,
+) -> None:
+    hermes.install_blender()
+    session = hermes.start()
+    session.ask("discover")
+    with HeadlessBlender(hermes.runtime_file, mode="read-only"):
+        answers = [session.ask(DELETE_CUBE) for _ in range(3)]  # three in a row: Hermes's breaker trips on errors
+        scene, _ = _scene(session.ask("call get_objects_summary {}"))
+    for answer in answers:
+        payload, _ = _scene(answer)
+        assert payload["state"] == "read_only" and "Agent may" in payload["user_action"]
+        assert payload["retry"] == "after_user_action"
+    assert "Cube" in json.dumps(scene)
+
+
+def test_through_real_hermes_an_ask_first_blender_is_answered_by_the_hermes_user_deny_is_denied_by_user(
+    hermes: HermesHost,
+) -> None:
+    """Hermes declares elicitation: the relay puts the bridge's question to Hermes's own approval prompt, which shows
+    the code on Hermes's terminal; "deny" there answers denied_by_user, "once" runs the call."""
+    hermes.install_blender()
+    session = hermes.start()
+    session.ask("discover")
+    with HeadlessBlender(hermes.runtime_file, mode="ask"):
+        denied, shown = session.ask_answering(DELETE_CUBE, "deny")
+        allowed, _ = session.ask_answering(DELETE_CUBE, "once")
+    payload, _ = _scene(denied)
+    assert payload["state"] == "denied_by_user" and payload["user_action"] and payload["retry"] == "after_user_action"
+    assert "bpy.data.objects.remove(bpy.data.objects['Cube'])" in shown  # the person read the code in Hermes
+    told, _ = _scene(allowed)
+    assert told["changes"]["removed"] == ["Cube"]
