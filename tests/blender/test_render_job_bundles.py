@@ -19,6 +19,7 @@ import pytest
 
 from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.farm import openjd_command
+from tests.moving_cube import moving_cube
 
 from .conftest import a_job
 
@@ -28,18 +29,9 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def export(addon: ModuleType, dispatch: ModuleType, tmp_path: Path) -> Callable[..., dict[str, Any]]:
     """A saved, keyframed Workbench scene (tmp/project/shot.blend), and export_render_job run as a bridge's job."""
-    bpy.ops.wm.read_homefile(use_factory_startup=True)
-    scene = bpy.context.scene
-    scene.render.engine = "BLENDER_WORKBENCH"
-    scene.render.resolution_x, scene.render.resolution_y = 64, 48
-    scene.frame_start, scene.frame_end = 1, 6
-    cube = bpy.data.objects["Cube"]
-    for frame, x in ((1, -2.0), (6, 2.0)):
-        cube.location.x = x
-        cube.keyframe_insert("location", frame=frame)
     (tmp_path / "project").mkdir()
     (tmp_path / "frames").mkdir()
-    bpy.ops.wm.save_as_mainfile(filepath=str(tmp_path / "project" / "shot.blend"))
+    exec(moving_cube(str(tmp_path / "project" / "shot.blend")), {})
     tool = importlib.import_module(f"{ADDON_MODULE}.tools.job_bundles")
     job = a_job(dispatch.QueuedDispatcher())
 

@@ -14,10 +14,9 @@ import httpx2
 import jsonschema
 import pytest
 
-from hermes_blender.client import ToolResult, modern_request
-from hermes_blender.contract.liveness import RuntimeFileSpec
+from hermes_blender.client import modern_request
 from hermes_blender.headless import HeadlessBlender
-from tests.sdk_client import SdkClient
+from tests.tool_session import Session
 
 OUR_OWN = {
     "render_frames_to_folder",
@@ -66,23 +65,6 @@ GUI_ONLY = {
     "jump_to_view3d_object_by_name": {"name": "Cube"},
     "jump_to_view3d_object_data_by_name": {"name": "Cube"},
 }
-
-
-class Session:
-    def __init__(self, runtime_file: Path) -> None:
-        self.client = SdkClient(RuntimeFileSpec(path=str(runtime_file)), mode="2026-07-28")
-
-    def call(self, name: str, arguments: dict[str, Any] | None = None) -> ToolResult:
-        return asyncio.run(self.client.call_tool(name, arguments or {}))
-
-    def ok(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-        result = self.call(name, arguments)
-        assert not result.is_error, result.text
-        assert result.structured is not None
-        return result.structured
-
-    def run(self, code: str) -> Any:
-        return self.ok("execute_blender_code", {"code": code})["result"]
 
 
 @pytest.fixture(scope="module")

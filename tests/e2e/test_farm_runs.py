@@ -23,31 +23,16 @@ import pytest
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from hermes_blender.client import BridgeClient
-from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 from tests import blender_launcher
 from tests.gui.harness import blender_command, blender_version
+from tests.moving_cube import moving_cube
+from tests.tool_session import Session
 
 pytestmark = pytest.mark.timeout(600)
 HERMES_BLENDER = Path(sys.executable).parent / "hermes-blender"
 ADAPTOR = "deadline-cloud-for-blender==0.6.9"
 """AWS's Blender submitter and adaptor (`blender-openjd`), in an environment of its own as a farm host has it."""
-SCENE = """
-import bpy
-bpy.ops.wm.read_homefile(use_factory_startup=True)
-scene = bpy.context.scene
-scene.render.engine = {engine!r}
-scene.cycles.samples, scene.cycles.device = 4, "CPU"
-scene.render.resolution_x, scene.render.resolution_y = 64, 48
-scene.frame_start, scene.frame_end = 1, 6
-cube = bpy.data.objects["Cube"]
-for frame, x in ((1, -2.0), (6, 2.0)):
-    cube.location.x = x
-    cube.keyframe_insert("location", frame=frame)
-bpy.ops.wm.save_as_mainfile(filepath={path!r})
-result = {{}}
-"""
 DIFFERENCES = """
 import bpy, numpy
 def pixels(path):
@@ -65,42 +50,27 @@ result = {{
 """
 
 
-class Bridge:
-    def __init__(self, runtime_file: Path) -> None:
-        self.runtime_file = runtime_file
-        self.client = BridgeClient(RuntimeFileSpec(path=str(runtime_file)))
-
-    def ok(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        result = asyncio.run(self.client.call_tool(name, arguments))
-        assert not result.is_error, result.text
-        assert result.structured is not None
-        return result.structured
-
-    def run(self, code: str) -> Any:
-        return self.ok("execute_blender_code", {"code": code})["result"]
-
-
 @pytest.fixture(scope="module")
-def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Bridge]:
+def bridge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
     runtime_file = tmp_path_factory.mktemp("farm") / "server.json"
     with HeadlessBlender(runtime_file):
-        yield Bridge(runtime_file)
+        yield Session(runtime_file)
 
 
-def scene(bridge: Bridge, folder: Path, engine: str = "BLENDER_WORKBENCH") -> Path:
+def scene(bridge: Session, folder: Path, engine: str = "BLENDER_WORKBENCH") -> Path:
     """A saved scene whose cube moves from frame 1 to 6; the frames' folder beside its project."""
     (folder / "project").mkdir()
     (folder / "frames").mkdir()
-    bridge.run(SCENE.format(path=str(folder / "project" / "shot.blend"), engine=engine))
+    bridge.run(moving_cube(str(folder / "project" / "shot.blend"), engine))
     return folder
 
 
 @pytest.fixture
-def shot(bridge: Bridge, tmp_path: Path) -> Path:
+def shot(bridge: Session, tmp_path: Path) -> Path:
     return scene(bridge, tmp_path)
 
 
-def export(bridge: Bridge, folder: Path, **arguments: Any) -> Path:
+def export(bridge: Session, folder: Path, **arguments: Any) -> Path:
     answer = bridge.ok(
         "export_render_job",
         # The agent's call that saved is an undo step, which Blender counts as a change after the save.
@@ -151,7 +121,7 @@ CASES = {
 
 @pytest.mark.parametrize("flavour, engine, last, gui_tier", CASES.values(), ids=CASES)
 def test_a_bundle_renders_every_frame_as_render_frames_to_folder_renders_it(
-    bridge: Bridge, tmp_path: Path, flavour: str, engine: str, last: int, gui_tier: bool
+    bridge: Session, tmp_path: Path, flavour: str, engine: str, last: int, gui_tier: bool
 ) -> None:
     blender = gui_tier_blender() if gui_tier else None
     folder = scene(bridge, tmp_path, engine)
@@ -194,7 +164,7 @@ def _gone(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [process for process in processes if process.is_running() and process.status() != psutil.STATUS_ZOMBIE]
 
 
-def test_a_cancel_during_a_frame_stops_the_run_and_every_process_it_started(bridge: Bridge, shot: Path) -> None:
+def test_a_cancel_during_a_frame_stops_the_run_and_every_process_it_started(bridge: Session, shot: Path) -> None:
     bundle = export(bridge, shot, frames="1-6", chunk_size=1)
     run = farm_run(bundle, shot)
     _blender_of(run)
@@ -207,7 +177,7 @@ def test_a_cancel_during_a_frame_stops_the_run_and_every_process_it_started(brid
     assert len(os.listdir(shot / "frames")) == len(done["frames_written"]) < 6
 
 
-def test_a_blender_that_dies_mid_run_fails_it_and_the_frames_written_are_kept(bridge: Bridge, shot: Path) -> None:
+def test_a_blender_that_dies_mid_run_fails_it_and_the_frames_written_are_kept(bridge: Session, shot: Path) -> None:
     bundle = export(bridge, shot, frames="1-6", chunk_size=3)
     run = farm_run(bundle, shot)
     first = _blender_of(run)
@@ -220,7 +190,7 @@ def test_a_blender_that_dies_mid_run_fails_it_and_the_frames_written_are_kept(br
 
 
 def test_through_hermes_blender_mcp_an_agent_exports_starts_polls_and_cancels_a_farm_run(
-    bridge: Bridge, shot: Path
+    bridge: Session, shot: Path
 ) -> None:
     """The official SDK's client, as an agent: Blender's export_render_job through the relay, then the relay's own
     farm run tools; Blender answers meanwhile, since nothing of the run is in it."""
