@@ -33,6 +33,9 @@ from .errors import FarmRunError
 OPENJD_CLI = "openjd-cli==0.8.0"
 OPENJD_VARIABLE = "HERMES_BLENDER_OPENJD"
 ADAPTOR_COMMAND = "blender-openjd"
+NICENESS = 10
+"""A run here renders at a lower priority (`nice`), so the Blender the person works in, and its bridge, keep the
+processor whenever they want it; the run takes what they leave."""
 CANCEL_GRACE = 30.0
 """Seconds `openjd run` is given to cancel its session after the stop is passed on, before what is left is killed."""
 COMPLETED, FAILED, CANCELLED = "completed", "failed", "cancelled"
@@ -164,16 +167,10 @@ class FarmRun:
             self.progress = run = Run(self.bundle, say)
             values = self._scratch / "values.json"
             values.write_text(json.dumps(self.bundle.values), encoding="utf-8")
+            nice = [found, "-n", str(NICENESS)] if (found := shutil.which("nice")) else []  # it execs: one pid
             for step in self.bundle.steps:
-                command = [
-                    *self.openjd,
-                    "run",
-                    str(self.bundle.template_path),
-                    "--step",
-                    step,
-                    "-p",
-                    f"file://{values}",
-                ]
+                command = [*nice, *self.openjd, "run", str(self.bundle.template_path), "--step", step]
+                command += ["-p", f"file://{values}"]
                 if run.step(step, command, self.env, stop) != COMPLETED:
                     break
         finally:

@@ -35,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from farm_bench import farm_lines, farm_table  # noqa: E402
 from hermes_bench import hermes_beside_official  # noqa: E402
 
 from blender_addon.net.loopback import BACKLOG  # noqa: E402
@@ -1362,6 +1363,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only `hermes-blender mcp`'s start to its initialize answer, beside the minimal SDK stdio server",
     )
+    parser.add_argument(
+        "--farm-only",
+        action="store_true",
+        help="only the farm rows: `farm run` of a bundle beside `blender -b FILE -a`, calls during a farm run",
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
@@ -1386,6 +1392,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cold_start_only:
         rows = cold_starts(5 if args.quick else 41)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(cold_start_lines(rows)))
+        return 0
+    if args.farm_only:
+        report = farm_table(50 if args.quick else 200, timed, KeepAlive)
+        print(json.dumps(report, indent=2) if args.json else "\n".join(farm_lines(report)))
         return 0
     if args.flood is not None:
         flood(args.flood)
