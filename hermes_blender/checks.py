@@ -21,7 +21,7 @@ from .contract.locate import blender_cli_version, where_searched
 from .contract.package import PluginPackage, load_plugin
 from .contract.requirements import version_at_least
 from .contract.status import Check, Connect, ServerStatus, compose, describe
-from .errors import ContractError, LiveEndpointUnavailable, SwitchedOff, ToolCallFailed
+from .errors import BlenderBridgeError, ContractError, LiveEndpointUnavailable, SwitchedOff, ToolCallFailed
 from .instances import Instance, live_instances
 from .lab import lab_execute
 from .terminal import one_line
@@ -65,15 +65,29 @@ def status_report(package: PluginPackage, host: HostFacts, *, connect: bool, onl
         for name, declaration in package.servers.items()
         if only in (None, name)
     ]
+    instances = _instances(package, host)
     return {
         "plugin": package.name,
+        "serving": [_bridge_works(instance) for instance in instances] if connect else [],
         "ready": any(status.ready for status in statuses)
         and all(status.ready or status.off for status in statuses)
         and not any(_cannot_launch(status) for status in statuses),
         "servers": [status.payload() for status in statuses],
-        "instances": [instance.payload() for instance in _instances(package, host)],
+        "instances": [instance.payload() for instance in instances],
         "warnings": duplicate_server_warnings(package, host) + _split_by_version(statuses),
     }
+
+
+def _bridge_works(instance: Instance) -> dict[str, Any]:
+    """Whether a serving Blender's bridge answers a tool call, whatever Hermes's own checks say: what `call` and
+    `mcp` (and every client but Hermes) meet."""
+    endpoint = instance.endpoint
+    try:
+        _mcp_round_trip(endpoint, told=lambda mode: None)
+        problem = None
+    except (BlenderBridgeError, OSError) as exc:
+        problem = one_line(str(exc))
+    return {"pid": endpoint.pid, "url": endpoint.url, "works": problem is None, "problem": problem}
 
 
 def _cannot_launch(status: ServerStatus) -> bool:
@@ -301,7 +315,15 @@ def render_validation(report: dict[str, Any]) -> str:
 
 
 def render_status(report: dict[str, Any]) -> str:
+    """What works first (the bridge itself, as `call`, `mcp` and every client meet it), then Hermes's view."""
     lines: list[str] = []
+    for bridge in report.get("serving", []):
+        if bridge["works"]:
+            lines.append(f"the bridge at {bridge['url']} serves (Blender pid {bridge['pid']}): `call` and `mcp` work")
+        else:
+            lines.append(f"the bridge at {bridge['url']} (Blender pid {bridge['pid']}) fails: {bridge['problem']}")
+    if lines:
+        lines.append("for Hermes, which checks more before it connects:")
     for server in report["servers"]:
         lines.append(f"{server['server']}: " + ("off (opt-in: not a failure)" if server["off"] else server["state"]))
         for check in server["checks"]:
@@ -314,7 +336,8 @@ def render_status(report: dict[str, Any]) -> str:
         lines.append(f"{len(report['instances'])} Blenders are serving (`hermes-blender call --pid N` picks one):")
         lines += [f"  {_describe_instance(instance)}" for instance in report["instances"]]
     lines += [f"warning: {one_line(warning)}" for warning in report["warnings"]]
-    lines.append("ready" if report["ready"] else "not ready")
+    works = any(bridge["works"] for bridge in report.get("serving", []))
+    lines.append("ready" if report["ready"] else "not ready for Hermes" if works else "not ready")
     return "\n".join(lines)
 
 

@@ -24,19 +24,21 @@ from typing import TYPE_CHECKING, Any
 from . import __version__
 from .contract import DECLARED_LAB_PATH, DECLARED_PATH
 from .contract.redact import REDACTOR
-from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable
+from .errors import BlenderBridgeError, ContractError, HeadlessStartError, LiveEndpointUnavailable, ToolCallFailed
 from .protocol import agent_mode
 from .resources import PLUGIN_ROOT
 from .terminal import ProgressBar, one_line, printable
 
 if TYPE_CHECKING:
-    from .client import ToolResult
+    from .client import BridgeClient, ToolResult
 
 # Each command imports what only it needs, in its handler: `mcp` answers a client's `initialize` as soon as the
 # SDK is loaded (Gemini CLI gives a stdio server 5 s by default), not after the checks' YAML, the headless runner
 # or the contract's parsers (tests/agent/test_stdio_start.py).
 
 EXIT_OK, EXIT_TOOL_ERROR, EXIT_FAILURE, EXIT_UNAVAILABLE = 0, 1, 2, 3
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE
+"""A writer whose reader closed: what a shell reports for a command killed by SIGPIPE."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -44,6 +46,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
+    except BrokenPipeError:  # `… | head`: the reader has what it wanted; end as a shell expects, without a traceback
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's last flush must not fail again
+        return EXIT_BROKEN_PIPE
     except LiveEndpointUnavailable as exc:
         _error(f"Blender is unavailable [{exc.state}]: {exc}")
         return EXIT_UNAVAILABLE
@@ -51,6 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(str(exc))
         return EXIT_FAILURE
     except KeyboardInterrupt:
+        if args.command == "call":
+            _error(
+                f"interrupted: the call of {args.tool} is cancelled (Blender stops it where it can); whatever it "
+                "changed before stands: `hermes-blender call get_agent_history` shows it"
+            )
         return 130
 
 
@@ -89,8 +100,25 @@ def _parser() -> argparse.ArgumentParser:
     _runtime_file_option(serve)
     serve.set_defaults(handler=_serve)
 
-    call = commands.add_parser("call", help="call one tool on the running Blender")
-    call.add_argument("tool", help="tool name, e.g. get_objects_summary")
+    watch = commands.add_parser(
+        "watch", help="follow a render task (start_render_frames_task's task_id) with a progress bar until it ends"
+    )
+    watch.add_argument("task_id", help="the task_id start_render_frames_task answered")
+    _runtime_file_option(watch)
+    _json_option(watch)
+    watch.set_defaults(handler=_watch)
+
+    tools = commands.add_parser(
+        "tools", help="list the tools a client gets from the running Blender (while it is closed: those shipped)"
+    )
+    _runtime_file_option(tools)
+    _json_option(tools)
+    tools.set_defaults(handler=_tools)
+
+    call = commands.add_parser(
+        "call", help="call one tool on the running Blender", epilog="`hermes-blender tools` lists the tools."
+    )
+    call.add_argument("tool", help="tool name, e.g. get_objects_summary (`hermes-blender tools` lists them)")
     call.add_argument("--arguments", default="{}", help="tool arguments as a JSON object")
     call.add_argument(
         "--pid", type=int, help="with several Blenders serving, the one to call (see `status`); default: server.json's"
@@ -307,6 +335,11 @@ def _call(args: argparse.Namespace) -> int:
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
     try:
         result = asyncio.run(client.call_tool(args.tool, arguments, bar.heard if bar else None))
+    except ToolCallFailed as exc:
+        if "Unknown tool" not in str(exc):
+            raise
+        _error(f"{exc}{_nearest_tools(client, args.tool)}")
+        return EXIT_FAILURE
     finally:
         if bar is not None:
             bar.close()
@@ -318,6 +351,80 @@ def _call(args: argparse.Namespace) -> int:
     if unwritten:
         return EXIT_FAILURE
     return EXIT_TOOL_ERROR if result.is_error else EXIT_OK
+
+
+def _nearest_tools(client: BridgeClient, name: str) -> str:
+    """ "Did you mean …" with the nearest names this Blender lists, or a pointer to `tools`."""
+    import difflib
+
+    try:
+        names = [tool["name"] for tool in asyncio.run(client.list_tools())]
+    except BlenderBridgeError:
+        return "; `hermes-blender tools` lists the tools"
+    nearest = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    if not nearest:
+        return "; `hermes-blender tools` lists the tools"
+    return f"; did you mean {' or '.join(nearest)}? (`hermes-blender tools` lists them all)"
+
+
+WATCH_POLL = 0.5
+"""Seconds between two looks at a watched task (the task's own poll interval when it says a longer one)."""
+
+
+def _watch(args: argparse.Namespace) -> int:
+    """A render task followed to its end: a bar on a terminal, then its last answer; exit 0 when it completed."""
+    from .client import BridgeClient
+    from .contract.liveness import RuntimeFileSpec
+
+    client = BridgeClient(RuntimeFileSpec(path=args.runtime_file))
+    bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+
+    async def follow() -> ToolResult:
+        while True:
+            result = await client.call_tool("get_render_frames_task", {"task_id": args.task_id})
+            data = result.data()
+            if result.is_error or not isinstance(data, dict):
+                return result
+            if bar is not None:
+                done, count = data.get("done", 0), data.get("count") or None
+                await bar.heard({"progress": done, "total": count, "message": f"{done} of {count} frames"})
+            if data.get("status") != "working":
+                return result
+            await asyncio.sleep(max(WATCH_POLL, data.get("poll_interval_ms", 0) / 1000))
+
+    try:
+        result = asyncio.run(follow())
+    finally:
+        if bar is not None:
+            bar.close()
+    _print_result(result, args.json, None)
+    data = result.data()
+    completed = not result.is_error and isinstance(data, dict) and data.get("status") == "completed"
+    return EXIT_OK if completed else EXIT_TOOL_ERROR
+
+
+def _tools(args: argparse.Namespace) -> int:
+    """The tools as a client lists them: from the running Blender, or, while none serves, the shipped ones."""
+    from .client import BridgeClient
+    from .contract.liveness import RuntimeFileSpec
+    from .stdio_server import shipped_catalogue
+
+    try:
+        listed = asyncio.run(BridgeClient(RuntimeFileSpec(path=args.runtime_file)).list_tools())
+        source = None
+    except LiveEndpointUnavailable as exc:
+        listed = shipped_catalogue()
+        source = f"Blender is unavailable [{exc.state}]; these are the tools this toolkit ships, listed while it is"
+    if args.json:
+        print(json.dumps(listed, indent=2, ensure_ascii=False))
+        return EXIT_OK
+    width = max((len(tool["name"]) for tool in listed), default=0)
+    for tool in listed:
+        said = str(tool.get("description", "")).split(". ")[0].rstrip(".")
+        print(printable(f"{tool['name']:<{width}}  {one_line(said)[:110]}"))
+    if source is not None:
+        _warning(source)
+    return EXIT_OK
 
 
 def _picture_stems(tool: str, data: Any, count: int) -> list[str]:

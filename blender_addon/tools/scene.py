@@ -65,10 +65,11 @@ PAGING_SCHEMA = arguments(
     visible={"type": "boolean", "default": False, "description": "Only objects visible in the viewport (when true)."},
     fields={
         "type": "array",
-        "items": {"type": "string", "enum": list(FIELDS)},
-        "maxItems": len(FIELDS),
+        "items": {"type": "string", "enum": ["name", *FIELDS]},
+        "maxItems": len(FIELDS) + 1,
         "default": list(FIELDS),
-        "description": "Each object's fields besides its name (default: all of them).",
+        "description": "Each object's fields besides its name, which always comes (naming it too is fine; default: "
+        "all of them).",
     },
     revision={
         "type": "integer",
@@ -383,12 +384,13 @@ DETAIL_SCHEMA = arguments(
     },
     fields={
         "type": "array",
-        "items": {"type": "string", "enum": list(DETAIL_FIELDS)},
-        "maxItems": len(DETAIL_FIELDS),
+        "items": {"type": "string", "enum": ["name", "type", *DETAIL_FIELDS]},
+        "maxItems": len(DETAIL_FIELDS) + 2,
         "default": list(DETAIL_FIELDS),
         # Blender keeps no index of an object's children or collections, and none can be kept across agent code
         # (it may reparent or relink anything without a signal): together a walk in C, 0.3-0.6 s at a million.
-        "description": "The fields to read besides name and type (default: all of them). children and "
+        "description": "The fields to read besides name and type, which always come (naming them too is fine; "
+        "default: all of them). children and "
         "collections each cost a walk over every object in the file, and so do the dimensions of an object with "
         "a parent, modifiers, constraints, shape keys or animation in a background Blender: in a big scene, leave "
         "out what you do not need.",

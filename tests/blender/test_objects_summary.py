@@ -328,3 +328,14 @@ def test_a_detail_reads_only_the_fields_asked_and_never_walks_for_the_others(
     assert {"children", "users_collection"} <= cube.read
     children = _tools().object_detail({"name": "Cube", "fields": ["children"]}, None)
     assert children == {"status": "ok", "name": "Cube", "type": "MESH", "children": [], "children_total": 0}
+
+
+def test_naming_the_name_in_fields_is_accepted_as_the_description_says_it_always_comes(factory_scene: None) -> None:
+    schema = importlib.import_module(f"{ADDON_MODULE}.tools.schema")
+    catalogue = importlib.import_module(f"{ADDON_MODULE}.tools.catalogue").CATALOGUE
+    schema.validate(catalogue["get_objects_summary"].input_schema, {"fields": ["name", "type"]})
+    schema.validate(catalogue["get_object_detail_summary"].input_schema, {"name": "Cube", "fields": ["name", "type"]})
+    answer = _tools().object_detail({"name": "Cube", "fields": ["name", "type"]}, None)
+    assert answer == {"status": "ok", "name": "Cube", "type": "MESH"}
+    with pytest.raises(Exception, match="fields"):
+        schema.validate(catalogue["get_objects_summary"].input_schema, {"fields": ["colour"]})

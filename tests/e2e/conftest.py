@@ -11,6 +11,7 @@ from hermes_blender.headless import HeadlessBlender
 
 SAME_ON_EVERY_LINE = {
     "test_cap_churn.py": "another user's load at the bridge's sockets: this project's admission code",
+    "test_cli_helps.py": "the toolkit's commands helping a newcomer: its own output, names and signals",
     "test_cli.py": "the toolkit's commands and files; what Blender answers is the catalogue's to check",
     "test_farm_runs.py": "`farm run`'s processes, cancel and files; the export's checks are the Blender-side tests'",
     "test_hostile.py": "hostile clients and faults on the bridge's wire: this project's HTTP and MCP code",

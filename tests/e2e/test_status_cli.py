@@ -222,10 +222,15 @@ def test_status_without_a_blender_app_names_the_blender_that_serves_and_why_herm
         code, text, _ = machine.status("--server", "blender")
         _, payload, _ = machine.status("--json", "--server", "blender")
         assert serving.endpoint is not None and f"pid {serving.pid} at {serving.endpoint.url}" in text
+        url, pid, token = serving.endpoint.url, serving.pid, serving.endpoint.token.reveal()
     assert code == 3 and _states(payload) == {"blender": "missing_app"}  # what Hermes will say, as before
+    lines = text.splitlines()
+    assert lines[0] == f"the bridge at {url} serves (Blender pid {pid}): `call` and `mcp` work"
+    assert lines[1].startswith("for Hermes") and lines[-1] == "not ready for Hermes"  # what works first, then why not
+    assert payload["serving"] == [{"pid": pid, "url": url, "works": True, "problem": None}]
     assert "Hermes first looks for the Blender app" in text and "a `blender` executable on PATH" in text
     assert "serving" in {c["name"] for c in payload["servers"][0]["checks"]}
-    assert serving.endpoint.token.reveal() not in text
+    assert token not in text
 
 
 def test_a_hostile_field_in_the_runtime_file_cannot_forge_status_lines(
@@ -237,7 +242,7 @@ def test_a_hostile_field_in_the_runtime_file_cannot_forge_status_lines(
     machine.runtime_file.write_text(json.dumps(record))
     code, text, _ = machine.status("--server", "blender_lab")
     assert code == 3 and "\x1b" not in text and "\x07" not in text
-    assert text.splitlines().count("ready") == 0 and text.rstrip().endswith("not ready")
+    assert text.splitlines().count("ready") == 0 and text.rstrip().endswith("not ready for Hermes")
     assert "\\x1b]0;owned\\x07\\x1b[2J\\x0aready\\u202eydaer" in text and "\u202e" not in text
 
 
