@@ -229,6 +229,7 @@ README_COMMANDS = {
     "hermes-blender connect vscode --write": ("tests/agent/test_client_configs.py", '"connect", name, "--write"'),
     "hermes-blender status": ("tests/e2e/test_readme_path.py", '_readme_args("status")'),
     "hermes-blender call get_objects_summary": ("tests/e2e/test_readme_path.py", '_readme_args("call")'),
+    "hermes-blender tools": ("tests/e2e/test_cli_helps.py", '_run("tools", "--runtime-file"'),
     "uv run hermes-blender demo": ("tests/e2e/test_cli.py", '[*CLI, "demo"]'),
     "uv run pytest": (".ci/run", 'check "${UV[@]}" run pytest'),
     "uv run mkdocs serve": ("tests/docs/test_site.py", '"mkdocs", "serve"'),
