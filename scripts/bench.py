@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 from farm_bench import farm_lines, farm_table  # noqa: E402
 from hermes_bench import hermes_beside_official  # noqa: E402
+from modes_bench import modes_lines, modes_table  # noqa: E402
 
 from blender_addon.net.loopback import BACKLOG  # noqa: E402
 from hermes_blender.blender_host import ADDON_MODULE  # noqa: E402
@@ -1368,6 +1369,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="only the farm rows: `farm run` of a bundle beside `blender -b FILE -a`, calls during a farm run",
     )
+    parser.add_argument(
+        "--modes-only", action="store_true", help="only the agent's mode's cost in full mode (the consent check)"
+    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument(
         "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
@@ -1392,6 +1396,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cold_start_only:
         rows = cold_starts(5 if args.quick else 41)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(cold_start_lines(rows)))
+        return 0
+    if args.modes_only:
+        report = modes_table(200 if args.quick else 2000, paired, timed, KeepAlive)
+        print(json.dumps(report, indent=2) if args.json else "\n".join(modes_lines(report)))
         return 0
     if args.farm_only:
         report = farm_table(50 if args.quick else 200, timed, KeepAlive)
