@@ -285,3 +285,17 @@ def test_the_montage_reaches_the_client_as_image_content_through_the_relay(tmp_p
     image = result.content[0]
     assert image.type == "image" and image.mime_type == "image/png"
     assert base64.b64decode(image.data).startswith(b"\x89PNG")
+
+
+def test_a_failed_calls_hint_reaches_the_client_through_the_relay(tmp_path: Path) -> None:
+    """The hint that names what this Blender has (tools/hints.py) arrives in the tool error the relay hands on."""
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def body(client: Client) -> Any:
+        return await client.call_tool("execute_blender_code", {"code": "bpy.data.objects['Cube'].locaton = (1, 2, 3)"})
+
+    with HeadlessBlender(runtime_file):
+        result, _ = _session(runtime_file, body)
+    payload = json.loads(result.content[0].text)
+    assert result.is_error and payload["state"] == "execution_error"
+    assert "'location'" in payload["hint"], payload

@@ -358,3 +358,13 @@ def test_through_real_hermes_an_ask_first_blender_is_answered_by_the_hermes_user
     assert "bpy.data.objects.remove(bpy.data.objects['Cube'])" in shown  # the person read the code in Hermes
     told, _ = _scene(allowed)
     assert told["changes"]["removed"] == ["Cube"]
+
+
+def test_through_real_hermes_failed_code_arrives_with_the_hint_naming_what_blender_has(hermes: HermesHost) -> None:
+    hermes.install_blender()
+    session = hermes.start()
+    session.ask("discover")
+    misspelt = "call execute_blender_code " + json.dumps({"code": "bpy.data.objects['Cube'].locaton = (1, 2, 3)"})
+    with HeadlessBlender(hermes.runtime_file):
+        answer = session.ask(misspelt)
+    assert "'location'" in answer["received"] and "hint" in answer["received"], answer
