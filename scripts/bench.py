@@ -35,6 +35,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from api_bench import api_lines, api_table  # noqa: E402
 from farm_bench import farm_lines, farm_table  # noqa: E402
 from hermes_bench import hermes_beside_official  # noqa: E402
 from modes_bench import modes_lines, modes_table  # noqa: E402
@@ -1370,6 +1371,9 @@ def main(argv: list[str] | None = None) -> int:
         help="only the farm rows: `farm run` of a bundle beside `blender -b FILE -a`, calls during a farm run",
     )
     parser.add_argument(
+        "--api-only", action="store_true", help="only the API look-up's and a successful code call's cost"
+    )
+    parser.add_argument(
         "--modes-only", action="store_true", help="only the agent's mode's cost in full mode (the consent check)"
     )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
@@ -1396,6 +1400,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cold_start_only:
         rows = cold_starts(5 if args.quick else 41)
         print(json.dumps(rows, indent=2) if args.json else "\n".join(cold_start_lines(rows)))
+        return 0
+    if args.api_only:
+        report = api_table(100 if args.quick else 1000, paired, KeepAlive)
+        print(json.dumps(report, indent=2) if args.json else "\n".join(api_lines(report)))
         return 0
     if args.modes_only:
         report = modes_table(200 if args.quick else 2000, paired, timed, KeepAlive)
