@@ -38,7 +38,8 @@ FARM_TASK_TOOLS = [
         title="Render a job bundle here, off Blender",
         description=(
             "Render the job bundle export_render_job wrote, on this computer, in processes of its own (`openjd run` "
-            "and a Blender per task; the user's Blender stays free), and answer at once with a task_id. Ask "
+            "and the `blender` on this server's PATH; the user's Blender stays free), and answer at once with a "
+            "task_id. Ask "
             f"{GET} every poll_interval_ms; {CANCEL} stops it (the frames written stay). Checked first, each a named "
             "state: openjd_missing, blender_missing, adaptor_missing, not_a_bundle, invalid_template. One run works "
             "at a time."
@@ -47,7 +48,6 @@ FARM_TASK_TOOLS = [
             "type": "object",
             "properties": {
                 "bundle_folder": {"type": "string", "minLength": 1, "description": "The bundle's folder."},
-                "blender": {"type": "string", "description": "The Blender to run (default: `blender` on PATH)."},
             },
             "required": ["bundle_folder"],
             "additionalProperties": False,
@@ -165,7 +165,7 @@ class FarmTasks:
         folder = Path(str(arguments.get("bundle_folder", "")))
         if not folder.is_absolute():
             raise TaskError(f"bundle_folder must be an absolute path: {str(folder)[:200]!r}", "invalid_path")
-        task = FarmTask(FarmRun(folder, blender=arguments.get("blender")))
+        task = FarmTask(FarmRun(folder))  # the `blender` on this server's PATH: which program runs is the user's to say
         self._tasks[task.task_id] = task
         return task
 

@@ -194,11 +194,12 @@ def test_through_hermes_blender_mcp_an_agent_exports_starts_polls_and_cancels_a_
 ) -> None:
     """The official SDK's client, as an agent: Blender's export_render_job through the relay, then the relay's own
     farm run tools; Blender answers meanwhile, since nothing of the run is in it."""
-    blender = str(blender_launcher.install(shot))
+    blender_launcher.install(shot)  # the `blender` on the server's PATH
     server = StdioServerParameters(
         command=sys.executable,
         args=["-m", "hermes_blender.cli", "mcp", "--runtime-file", str(bridge.runtime_file)],
-        env=dict(os.environ),  # uv fetches openjd-cli with this machine's certificates and index settings
+        # uv fetches openjd-cli with this machine's certificates and index settings
+        env=os.environ | {"PATH": f"{shot}{os.pathsep}{os.environ['PATH']}"},
     )
 
     async def agent() -> dict[str, Any]:
@@ -214,7 +215,7 @@ def test_through_hermes_blender_mcp_an_agent_exports_starts_polls_and_cancels_a_
                 },
             )
             bundle = exported.structured_content["bundle_folder"]
-            started = await client.call_tool("start_farm_run_task", {"bundle_folder": bundle, "blender": blender})
+            started = await client.call_tool("start_farm_run_task", {"bundle_folder": bundle})
             assert not started.is_error, started.content[0].text
             task_id = started.structured_content["task_id"]
             seen["second"] = await client.call_tool("start_farm_run_task", {"bundle_folder": bundle})
