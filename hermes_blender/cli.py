@@ -333,8 +333,17 @@ def _call(args: argparse.Namespace) -> int:
             return EXIT_UNAVAILABLE
     client = BridgeClient(spec)
     bar = ProgressBar(sys.stderr) if sys.stderr.isatty() and not args.json else None
+
+    async def calling() -> ToolResult:
+        waiting = asyncio.create_task(bar.unanswered()) if bar is not None else None
+        try:
+            return await client.call_tool(args.tool, arguments, bar.heard if bar else None)
+        finally:
+            if waiting is not None:
+                waiting.cancel()
+
     try:
-        result = asyncio.run(client.call_tool(args.tool, arguments, bar.heard if bar else None))
+        result = asyncio.run(calling())
     except ToolCallFailed as exc:
         if "Unknown tool" not in str(exc):
             raise

@@ -8,6 +8,7 @@ show a line in another order than it is. Every such character is shown as a visi
 
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any, TextIO
 
@@ -33,6 +34,10 @@ def printable(text: str) -> str:
     return _CONTROL.sub(_escape, text)
 
 
+WAITING_AFTER = 2.0
+"""Seconds without an answer or a word of progress before a call on a terminal says that it waits."""
+
+
 class ProgressBar:
     """A call's progress on a terminal (stderr), one line redrawn in place: `[#####-----]  50% frame 2 of 4`.
 
@@ -44,6 +49,8 @@ class ProgressBar:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self._drawn = False
+        self._waiting = False
+        """The waiting line is on the terminal (its line ends at close, as the bar's does)."""
 
     async def heard(self, params: dict[str, Any]) -> None:
         seconds = params.get("progress")
@@ -59,8 +66,24 @@ class ProgressBar:
         self._stream.flush()
         self._drawn = True
 
+    async def unanswered(self, after: float = WAITING_AFTER) -> None:
+        """Until cancelled: after `after` seconds with no answer and no word of progress, say each second that the
+        call waits (a Blender runs one call at a time: another client's may hold it), so silence is never a hang."""
+        await asyncio.sleep(after)
+        waited = after
+        while not self._drawn:
+            self._stream.write(
+                f"\r\x1b[2Kwaiting for Blender: no answer for {waited:.0f} s (it runs one call at a time; another "
+                "client's call may be running)"
+            )
+            self._stream.flush()
+            self._waiting = True
+            await asyncio.sleep(1.0)
+            waited += 1.0
+        # the bar's own line (progress) takes over from here
+
     def close(self) -> None:
         """End the bar's line, so what follows starts on a line of its own."""
-        if self._drawn:
+        if self._drawn or self._waiting:
             self._stream.write("\n")
             self._stream.flush()

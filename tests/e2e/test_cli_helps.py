@@ -112,3 +112,25 @@ def test_watch_follows_a_render_task_to_its_end_with_a_bar_on_a_terminal(tmp_pat
     assert "\r" in drawn and "[#" in drawn and "of 12 frames" in drawn, drawn
     assert '"status": "completed"' in watched.stdout.decode()
     assert len(list(frames.glob("*.png"))) == 12
+
+
+def test_on_a_terminal_a_call_waiting_behind_another_clients_call_says_that_it_waits(tmp_path: Path) -> None:
+    file = ("--runtime-file", str(tmp_path / "server.json"))
+    running = tmp_path / "running"
+    long = {"code": f"import time\nopen({str(running)!r}, 'w').close()\ntime.sleep(6)\nresult = {{}}"}
+    with HeadlessBlender(tmp_path / "server.json"):
+        holding = subprocess.Popen(
+            [*CLI, "call", "execute_blender_code", "--arguments", json.dumps(long), *file], stdout=subprocess.PIPE
+        )
+        deadline = time.monotonic() + 60
+        while not running.exists():  # that call runs: a Blender without its window runs one call at a time
+            assert time.monotonic() < deadline and holding.poll() is None, "the first call never ran"
+            time.sleep(0.05)
+        controller, terminal = pty.openpty()
+        waiting = subprocess.run([*CLI, "call", "get_objects_summary", *file], stdout=subprocess.PIPE, stderr=terminal)
+        os.close(terminal)
+        said = _read_all(controller)
+        held, _ = holding.communicate(timeout=60)
+    assert holding.returncode == 0, held
+    assert waiting.returncode == 0 and b"Scene 'Scene'" in waiting.stdout
+    assert "waiting for Blender: no answer for 2 s" in said and "one call at a time" in said, said
