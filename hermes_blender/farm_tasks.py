@@ -4,7 +4,8 @@ processes of the relay's, never in the user's Blender, so Blender answers every 
 
 The fields are the frame tasks' (`working`, `completed`, `failed`, `cancelled`; a status message; creation and
 last-update times; a poll interval), so an agent that knows one knows the other. One run works at a time (it uses
-the whole machine); the relay's end cancels it, so no run outlives the session that started it.
+the whole machine); the relay's end cancels it, so no run outlives the session that started it. A run renders to
+files, so it starts only where the person at Blender lets the agent change things without asking (`full`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ WORKING = "working"
 POLL_INTERVAL_MS = 2000
 SHOWN = 50
 """Frames named in an answer (the latest ones); `frames_written_count` counts them all."""
-START, GET, CANCEL = "start_farm_run_task", "get_farm_run_task", "cancel_farm_run_task"
+START_RUN, GET_RUN, CANCEL_RUN = "start_farm_run_task", "get_farm_run_task", "cancel_farm_run_task"
 _TASK_ID = {
     "type": "object",
     "properties": {"task_id": {"type": "string", "minLength": 1, "maxLength": 64, "description": "From the start."}},
@@ -34,15 +35,15 @@ _TASK_ID = {
 }
 FARM_TASK_TOOLS = [
     types.Tool(
-        name=START,
+        name=START_RUN,
         title="Render a job bundle here, off Blender",
         description=(
             "Render the job bundle export_render_job wrote, on this computer, in processes of its own (`openjd run` "
             "and the `blender` on this server's PATH; the user's Blender stays free), and answer at once with a "
-            "task_id. Ask "
-            f"{GET} every poll_interval_ms; {CANCEL} stops it (the frames written stay). Checked first, each a named "
-            "state: openjd_missing, blender_missing, adaptor_missing, not_a_bundle, invalid_template. One run works "
-            "at a time."
+            f"task_id. Ask {GET_RUN} every poll_interval_ms; {CANCEL_RUN} stops it (the frames written stay). "
+            "Only where the person at Blender lets the agent change things without asking (full; else read_only or "
+            "confirmation_unavailable). Checked first, each a named state: openjd_missing, blender_missing, "
+            "adaptor_missing, not_a_bundle, invalid_template. One run works at a time."
         ),
         input_schema={
             "type": "object",
@@ -55,7 +56,7 @@ FARM_TASK_TOOLS = [
         annotations=types.ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
     ),
     types.Tool(
-        name=GET,
+        name=GET_RUN,
         title="Ask after a farm run",
         description=(
             "The run's status (working, completed, failed or cancelled), its latest word (the task started, a frame "
@@ -65,7 +66,7 @@ FARM_TASK_TOOLS = [
         annotations=types.ToolAnnotations(read_only_hint=True, open_world_hint=False),
     ),
     types.Tool(
-        name=CANCEL,
+        name=CANCEL_RUN,
         title="Cancel a farm run",
         description=(
             "Stop a working run as OpenJD cancels (its Blender ended), and every process it started; answers once "
@@ -76,6 +77,25 @@ FARM_TASK_TOOLS = [
     ),
 ]
 FARM_TASK_NAMES = frozenset(tool.name for tool in FARM_TASK_TOOLS)
+
+
+def mode_refusal(history: dict[str, Any]) -> dict[str, Any] | None:
+    """Why a run may not start, from the agent's history the Blender answered (its `agent_mode`), or None: `full`,
+    or an add-on from before the modes (which lets everything). `ask` is refused too: the relay has no way to put
+    the question to the person at Blender."""
+    from .protocol import agent_mode
+
+    told = history.get("agent_mode")
+    mode = told.get("mode") if isinstance(told, dict) else "full"
+    if mode == "full":
+        return None
+    state = "read_only" if mode == "read-only" else "confirmation_unavailable"
+    return {
+        "state": state,
+        "error": f"the person at Blender lets the agent {mode!r}, and a farm run writes frames to disk without "
+        "asking, so nothing was started",
+        "user_action": agent_mode.ACTIONS[state],
+    }
 
 
 class TaskError(Exception):
@@ -145,10 +165,10 @@ class FarmTasks:
     def call(self, name: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], bool]:
         """A tool call (blocking: run it off the event loop): its JSON, and whether it is an error."""
         try:
-            if name == START:
+            if name == START_RUN:
                 return self._start(arguments).snapshot(), False
             task = self._find(str(arguments.get("task_id", "")))
-            if name == CANCEL:
+            if name == CANCEL_RUN:
                 task.cancel()
             return task.snapshot(), False
         except (FarmRunError, TaskError) as exc:
@@ -159,7 +179,7 @@ class FarmTasks:
         if working:
             raise TaskError(
                 f"farm run {working[0].task_id} is working, and one run uses this whole computer; wait for it or "
-                f"cancel it ({CANCEL})",
+                f"cancel it ({CANCEL_RUN})",
                 "too_many_tasks",
             )
         folder = Path(str(arguments.get("bundle_folder", "")))

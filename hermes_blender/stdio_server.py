@@ -37,7 +37,7 @@ from mcp.types import INVALID_PARAMS
 from . import __version__
 from .contract import DECLARED_PATH
 from .errors import BlenderBridgeError
-from .farm_tasks import FARM_TASK_NAMES, FARM_TASK_TOOLS, FarmTasks
+from .farm_tasks import FARM_TASK_NAMES, FARM_TASK_TOOLS, START_RUN, FarmTasks, mode_refusal
 from .stdio_wire import stdio_streams
 from .time_limits import SILENCE
 
@@ -289,6 +289,8 @@ class StdioBridge:
         if params.name in FARM_TASK_NAMES:
             from .stdio_calls import text_result
 
+            if params.name == START_RUN and (refused := await self._farm_refused(ctx)) is not None:
+                return refused
             self._farm = self._farm or FarmTasks()
             payload, is_error = await anyio.to_thread.run_sync(self._farm.call, params.name, params.arguments or {})
             return text_result(payload, is_error=is_error)
@@ -296,6 +298,21 @@ class StdioBridge:
         if answered is not None and answered.pid not in self._checked_pids:
             await self._check_catalogue(ctx, answered)
         return result
+
+    async def _farm_refused(self, ctx: Any) -> types.CallToolResult | None:
+        """A farm run starts only where the person at the Blender this session talks to lets the agent change things
+        without asking: its agent history says its mode (Blender's absence is its state, as for any call)."""
+        from .stdio_calls import text_result
+
+        asked = types.CallToolRequestParams(name="get_agent_history", arguments={})
+        result, _ = await self._calls.call_tool(ctx, asked, states_as_results=self._states_as_results)
+        if not isinstance(result, types.CallToolResult):
+            return None  # never for a read: a mode that asks asks only before a change
+        told = result.structured_content
+        if result.is_error or told is None or "state" in told:  # Blender's state (for Hermes, as a result)
+            return result
+        refusal = mode_refusal(told)
+        return None if refusal is None else text_result(refusal, is_error=True)
 
     async def _check_catalogue(self, ctx: Any, answered: Answered) -> None:
         """Once per Blender, after its first answer: the call's own answer never depends on this (a call that

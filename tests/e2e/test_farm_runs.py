@@ -239,3 +239,36 @@ def test_through_hermes_blender_mcp_an_agent_exports_starts_polls_and_cancels_a_
     assert all(Path(frame).is_file() for frame in cancelled["frames_written"])
     for name, state in (("second", "too_many_tasks"), ("again", "task_finished"), ("unknown", "not_found")):
         assert seen[name].is_error and json.loads(seen[name].content[0].text)["state"] == state, seen[name]
+
+
+@pytest.mark.parametrize(
+    "mode, state",
+    [("read-only", "read_only"), ("ask", "confirmation_unavailable"), (None, "app_not_running")],
+    ids=["read-only", "ask", "Blender closed"],
+)
+def test_where_the_person_at_blender_has_not_let_the_agent_change_things_no_farm_run_starts(
+    tmp_path: Path, mode: str | None, state: str
+) -> None:
+    """A run writes frames without asking: only `full` lets the agent start one, and the person's mode is Blender's
+    to say; nothing runs otherwise."""
+    bundle = tmp_path / "bundle"
+    bundle.mkdir()
+    (bundle / "template.yaml").write_text("{}")  # never read: the mode is asked first
+    runtime_file = tmp_path / "Blender" / "server.json"
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "hermes_blender.cli", "mcp", "--runtime-file", str(runtime_file)],
+        env=dict(os.environ),
+    )
+
+    async def agent() -> Any:
+        async with Client(stdio_client(server), read_timeout_seconds=60) as client:  # type: ignore[arg-type]
+            return await client.call_tool("start_farm_run_task", {"bundle_folder": str(bundle)})
+
+    if mode is None:
+        refused = asyncio.run(agent())
+    else:
+        with HeadlessBlender(runtime_file, mode=mode):
+            refused = asyncio.run(agent())
+    assert refused.is_error and json.loads(refused.content[0].text)["state"] == state, refused
+    assert os.listdir(bundle) == ["template.yaml"]  # no log: nothing ran
