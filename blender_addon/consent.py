@@ -14,6 +14,7 @@ import hmac
 import itertools
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -34,6 +35,8 @@ CLIENT_QUESTION = "confirm"
 """The key of the one question a call puts to the client's user."""
 SHOWN_LINES = 40
 """Lines of code a question shows (the rest is counted)."""
+SEALED = re.compile(r"([0-9]{1,16})\.[0-9a-f]{16}\.[0-9a-f]{64}", re.ASCII)
+"""A state this bridge gives: its deadline (milliseconds since the epoch), a nonce, and their seal."""
 
 
 class AskTheClient(Exception):
@@ -117,7 +120,10 @@ class Consent:
         """Seals the state a client brings back with its user's answer: only a question this bridge asked, about
         this very call, is answered."""
         self._spent: dict[str, float] = {}
-        """Sealed states already answered (until they expire): an answer is used once."""
+        """Sealed states already answered, with the deadline each was sealed with (kept until then): an answer is
+        used once."""
+        self._closed = False
+        """The bridge stopped: nothing is asked any more."""
 
     @property
     def mode(self) -> AgentMode:
@@ -154,10 +160,14 @@ class Consent:
                 **told("confirmation_unavailable"),
                 mode=mode.value,
             )
-        self._wait(self._ask(call), wanted)
+        question = self._ask(call)
+        if question is not None:
+            self._wait(question, wanted)
 
     def _seal(self, call: Call) -> str:
-        issued = f"{int(time.time() * 1000)}.{os.urandom(8).hex()}"  # milliseconds, then a nonce
+        """The state for this call's question: its deadline (the timeout of this moment, sealed in, so a later
+        change of the timeout neither revives nor forgets it), a nonce, and the seal of both with the call."""
+        issued = f"{int((time.time() + self.timeout) * 1000)}.{os.urandom(8).hex()}"
         return f"{issued}.{self._mac(issued, call)}"
 
     def _mac(self, issued: str, call: Call) -> str:
@@ -167,28 +177,29 @@ class Consent:
         """The client's user answered the question this bridge asked about this call: allow it, or say why not."""
         state = client.state or ""
         issued, _, mac = state.rpartition(".")
-        if not issued or not hmac.compare_digest(mac, self._mac(issued, call)):
+        if SEALED.fullmatch(state) is None or not hmac.compare_digest(mac, self._mac(issued, call)):
             raise ToolError(
                 f"The answer this client brought back is not for this call of {call.tool} (its requestState was not "
                 "given for these arguments by this Blender): call again without it to be asked",
                 state="invalid_confirmation",
             )
         now = time.time()
+        deadline = int(issued.split(".")[0]) / 1000
         with self._lock:
-            self._spent = {spent: at for spent, at in self._spent.items() if now - at <= self.timeout}
+            self._spent = {spent: until for spent, until in self._spent.items() if now <= until}
             if state in self._spent:
                 raise ToolError(
                     f"This answer was already used for {call.tool}: every run is asked once; call again without it",
                     state="invalid_confirmation",
                 )
-            if now - int(issued.split(".")[0]) / 1000 > self.timeout:
+            if now > deadline:
                 raise ToolError(
-                    f"The question about {call.tool} was answered after its {self.timeout:g} s; it was not run and "
-                    "nothing changed. Call again to be asked again.",
+                    f"The question about {call.tool} was answered after its timeout; it was not run and nothing "
+                    "changed. Call again to be asked again.",
                     state="confirmation_timed_out",
                     **told("confirmation_timed_out"),
                 )
-            self._spent[state] = now
+            self._spent[state] = deadline
         response = (client.responses or {}).get(CLIENT_QUESTION)
         action = response.get("action") if isinstance(response, dict) else None
         if action == "accept":
@@ -214,11 +225,19 @@ class Consent:
                 **told("read_only"),
             )
 
-    def _ask(self, call: Call) -> Question:
+    def _ask(self, call: Call) -> Question | None:
+        """The call's question, waiting in line; None when the person switched to full since `check` looked (a
+        switch to read-only meanwhile refuses it: a switch settles only the questions already waiting)."""
         with self._lock:
-            question = Question(next(self._numbers), call, time.monotonic())
-            self._waiting.append(question)
-        return question
+            mode, closed = self._mode, self._closed
+            if mode is AgentMode.ASK and not closed:
+                question = Question(next(self._numbers), call, time.monotonic())
+                self._waiting.append(question)
+                return question
+        if closed:
+            raise ToolError(f"{call.tool} was not run: the bridge stopped", state="stopped")
+        self.refuse_read_only(call.tool)
+        return None
 
     def _wait(self, question: Question, wanted: Callable[[], bool]) -> None:
         deadline = question.asked_at + self.timeout
@@ -274,7 +293,9 @@ class Consent:
         return True
 
     def close(self) -> None:
-        """The bridge stops: every waiting call ends, unrun."""
+        """The bridge stops: every waiting call ends, unrun, and none is asked from now on."""
+        with self._lock:
+            self._closed = True
         for question in self.waiting():
             self._end(question, "the bridge stopped")
 

@@ -100,8 +100,9 @@ def test_allow_for_this_conversation_lets_its_next_call_through_and_no_other_con
     _asked(consent, 1)
     consent.switch(AgentMode.ASK)  # a switch forgets every allowance, and leaves the waiting question waiting
     assert len(consent.waiting()) == 1
-    consent.close()
-    assert other.result().state == "stopped"
+    question = consent.next_to_show()
+    assert question is not None and consent.answer(question.number, Answer.ALLOW)
+    assert other.result() == "allowed"
     stateless = Asking(consent, _call(conversation=None))  # nothing to remember it by: asked every time
     _asked(consent, 1)
     consent.close()
@@ -199,3 +200,54 @@ def test_a_client_accept_for_the_conversation_lets_its_next_call_through_unasked
     state = _asked_by_client(consent, _call())
     consent.check(_call(), lambda: True, _accept(state, conversation=True))
     consent.check(_call(), lambda: True, ClientInput())  # no question: allowed for session:a
+
+
+def test_a_request_state_that_is_not_ascii_or_not_ours_is_invalid_confirmation_never_a_crash() -> None:
+    consent = Consent(AgentMode.ASK, person=False)
+    state = _asked_by_client(consent, _call())
+    issued, _, mac = state.rpartition(".")
+    for forged in (f"{issued}.{mac[:-1]}é", "é", f"{issued}.{mac.upper()}", f"{state}.", f" {state}", "\ud800.1.2"):
+        with pytest.raises(ToolError) as refused:
+            consent.check(_call(), lambda: True, _accept(forged))
+        assert refused.value.state == "invalid_confirmation", forged
+    consent.check(_call(), lambda: True, _accept(state))  # the real answer was not spent by the forgeries
+
+
+def test_an_answer_is_good_once_even_when_the_person_shortens_and_lengthens_the_timeout_meanwhile() -> None:
+    consent = Consent(AgentMode.ASK, person=False, timeout=0.5)
+    state = _asked_by_client(consent, _call())
+    consent.check(_call(), lambda: True, _accept(state))
+    time.sleep(0.6)
+    consent.timeout = 0.01  # the preferences: shorter (a look now forgets the answers spent before it) ...
+    with pytest.raises(ToolError):
+        consent.check(_call(), lambda: True, _accept(state))
+    consent.timeout = 3600.0  # ... then far longer: the answer must not be good again
+    with pytest.raises(ToolError) as replayed:
+        consent.check(_call(), lambda: True, _accept(state))
+    assert replayed.value.state in ("invalid_confirmation", "confirmation_timed_out")
+
+
+def test_a_call_asked_after_the_bridge_stopped_ends_at_once_unrun() -> None:
+    consent = Consent(AgentMode.ASK, person=True)
+    consent.close()
+    asking = Asking(consent, _call())
+    assert asking.result().state == "stopped"
+    assert consent.waiting() == []
+
+
+def test_a_switch_to_read_only_between_the_mode_look_and_the_question_leaves_nothing_to_allow() -> None:
+    consent = Consent(AgentMode.ASK, person=True)
+    ask = consent._ask
+
+    def racing(call: Call) -> Any:  # the person clicks Read-only just as the call is about to be asked
+        consent.switch(AgentMode.READ_ONLY)
+        return ask(call)
+
+    consent._ask = racing  # type: ignore[method-assign]
+    asking = Asking(consent, _call())
+    deadline = time.monotonic() + 2
+    while not consent.waiting() and asking._thread.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    for question in consent.waiting():
+        consent.answer(question.number, Answer.ALLOW)  # a dialog still open from before the switch
+    assert asking.result().state == "read_only"
