@@ -35,6 +35,9 @@ from .tools.frame_task_tools import TASK_ID
 from .tools.python_exec import FILENAME, Deferred
 from .tools.schema import validate
 
+CANCEL_TASK = "cancel_render_frames_task"
+"""The tool whose change `tasks/cancel` makes."""
+
 
 class ToolHost:
     """What `McpProtocol` calls (`net/mcp.py`'s ToolHost), over one bridge's `Execution`."""
@@ -103,7 +106,17 @@ class ToolHost:
 
     def cancel_task(self, task_id: str, caller: Caller = ANYONE) -> None:
         """`tasks/cancel`: a working task stops before its next frame; a finished one stays as it ended (the
-        extension's cancel is a wish, acknowledged either way)."""
+        extension's cancel is a wish, acknowledged either way). It is `cancel_render_frames_task`'s change, so the
+        person's mode decides it as it decides that tool (asked in Blender: the extension's cancel carries no
+        answer); a refusal is a ToolError whose message starts with its state."""
+        validate(TASK_ID, {"task_id": task_id})
+        tool = CATALOGUE[CANCEL_TASK]
+        try:
+            self._execution.consent.check(
+                Call(tool.name, tool.title, {"task_id": task_id}, caller.conversation), caller.wanted
+            )
+        except ToolError as exc:
+            raise ToolError(f"{exc.state}: {exc}", state=exc.state, **exc.details) from None
 
         def cancel(task: Any) -> None:
             if task.status == tasks_extension.WORKING:
