@@ -16,6 +16,7 @@ Blender owning its port.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -209,6 +210,9 @@ def _progress_to(ctx: Any, params: types.CallToolRequestParams) -> OnProgress | 
 
 ASKING_ROUNDS = 3
 """Questions the relay puts to its client's user for one call (the bridge asks one)."""
+ASKING_LIMIT = 3610.0
+"""Seconds the relay waits for its client's answer: past the longest question timeout a person can set (an hour),
+so the bridge then answers `confirmation_timed_out`, and a client that never answers holds its call no longer."""
 
 
 def _asks_its_user(ctx: Any) -> bool:
@@ -242,9 +246,16 @@ async def _asked(ctx: Any, answer: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(asked, dict) or asked.get("method") != "elicitation/create":
             answers[key] = {"action": "cancel"}
             continue
-        result = await ctx.session.elicit_form(
-            str(given.get("message", "")), given.get("requestedSchema") or {}, related_request_id=ctx.request_id
-        )
+        try:
+            result = await asyncio.wait_for(
+                ctx.session.elicit_form(
+                    str(given.get("message", "")), given.get("requestedSchema") or {}, related_request_id=ctx.request_id
+                ),
+                ASKING_LIMIT,
+            )
+        except (MCPError, TimeoutError):  # its client could not ask, or nobody answered: as dismissed
+            answers[key] = {"action": "cancel"}
+            continue
         answers[key] = result.model_dump(by_alias=True, exclude_none=True, mode="json")
     return answers
 

@@ -85,3 +85,40 @@ def test_a_read_only_blender_answers_read_only_through_the_relay_and_every_read_
         )
     assert _state(refused) == "read_only" and "Agent may" in json.loads(refused.content[0].text)["error"]
     assert not read.is_error and "Cube" in read.content[0].text
+
+
+def test_a_relay_client_whose_asking_fails_runs_nothing_and_hears_an_error(tmp_path: Path) -> None:
+    """The relay's 2025 client declares elicitation, then answers the question with an error (it could not ask)."""
+    from mcp.types import ErrorData
+
+    runtime_file = tmp_path / "Blender" / "server.json"
+
+    async def failing(context: Any, params: Any) -> ErrorData:
+        return ErrorData(code=-32603, message="this client could not show the question")
+
+    async def calls() -> list[Any]:
+        transport = stdio_client(_relay(runtime_file))
+        async with Client(transport, mode="legacy", read_timeout_seconds=120, elicitation_callback=failing) as client:
+            failed = await client.call_tool("execute_blender_code", {"code": DELETE.format(name="Cube")})
+            return [failed, await client.call_tool("get_objects_summary", {})]
+
+    with HeadlessBlender(runtime_file, mode="ask"):
+        failed, names = asyncio.run(calls())
+    assert _state(failed) == "denied_by_user", failed.content  # as a question dismissed: a state, not a crash
+    assert not names.is_error and "Cube" in names.content[0].text
+
+
+def test_a_relay_client_that_never_answers_holds_its_call_no_longer_than_the_limit(monkeypatch: Any) -> None:
+    """The relay's wait for its client's answer is bounded (at an hour, past any question's timeout; here shortened):
+    then the question counts as dismissed, and the bridge, whose question has timed out by then, runs nothing."""
+    from types import SimpleNamespace
+
+    from hermes_blender import stdio_calls
+
+    async def never(*args: Any, **kwargs: Any) -> Any:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(stdio_calls, "ASKING_LIMIT", 0.2)
+    ctx = SimpleNamespace(session=SimpleNamespace(elicit_form=never), request_id=1)
+    asked = {"inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "m"}}}}
+    assert asyncio.run(stdio_calls._asked(ctx, asked)) == {"confirm": {"action": "cancel"}}
