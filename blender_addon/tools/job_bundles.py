@@ -26,6 +26,8 @@ from .render import FILE_MAX, apply_settings, restore_settings
 
 IMAGE_FORMATS = ("PNG", "JPEG", "OPEN_EXR", "TIFF", "TARGA", "WEBP")
 """Formats a farm writes frame by frame (farms render image sequences; a video is made from them after)."""
+VIDEO_FORMATS = ("FFMPEG", "AVI_JPEG", "AVI_RAW")
+"""Blender's video outputs (before Blender 5, a video is a file format; since, a media type)."""
 SHOWN = 50
 """External files named in an answer (the first ones); the counts are whole."""
 PATH = {"type": "string", "minLength": 1, "maxLength": FILE_MAX - 64}
@@ -266,14 +268,20 @@ def _output_format(scene: Any, name: str | None) -> str:
     if name is not None:
         return name
     settings = scene.render.image_settings
-    if getattr(settings, "media_type", "IMAGE") == "VIDEO" or settings.file_format not in IMAGE_FORMATS:
+    found = settings.file_format
+    if getattr(settings, "media_type", "IMAGE") == "VIDEO" or found in VIDEO_FORMATS:
         raise ToolError(
-            f"the scene writes {settings.file_format} ({getattr(settings, 'media_type', 'a movie')}): farms render "
-            f"image sequences, frame by frame. Pass output_format (one of {', '.join(IMAGE_FORMATS)}) and make the "
-            "video from the frames after. Nothing was written",
+            f"the scene writes a video ({found}): farms render image sequences, frame by frame. Pass output_format "
+            f"(one of {', '.join(IMAGE_FORMATS)}) and make the video from the frames after. Nothing was written",
             state="video_output",
         )
-    return settings.file_format
+    if found not in IMAGE_FORMATS:
+        raise ToolError(
+            f"the scene writes {found}, which a bundle does not offer; pass output_format (one of "
+            f"{', '.join(IMAGE_FORMATS)}). Nothing was written",
+            state="unsupported_output_format",
+        )
+    return found
 
 
 def _file_pattern(pattern: str) -> str:
