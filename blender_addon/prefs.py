@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import bpy
 
-from .agent_mode import MEANINGS, AgentMode
+from .agent_mode import AgentMode
 from .consent import ASK_TIMEOUT
 from .defaults import LAB_PORT
 from .owner_files.runtime_file import expand_declared_path
@@ -16,9 +16,19 @@ if TYPE_CHECKING:
 
 
 AGENT_MODES = [
-    (mode.name, label, MEANINGS[mode])
-    for mode, label in ((AgentMode.READ_ONLY, "Read-only"), (AgentMode.ASK, "Ask first"), (AgentMode.FULL, "Full"))
+    (
+        AgentMode.READ_ONLY.name,
+        "Read-only",
+        "Agents look, never change: code, edits, renders to files, restores, undo and redo are refused",
+    ),
+    (
+        AgentMode.ASK.name,
+        "Ask first",
+        "Every change an agent asks for waits for your Allow (a dialog here, or the agent's own prompt)",
+    ),
+    (AgentMode.FULL.name, "Full", "Agents may do everything without asking"),
 ]
+"""The modes as the person reads them (the model reads `agent_mode.MEANINGS`)."""
 
 
 def _switch_running_bridge(prefs: HermesBridgePreferences, context: bpy.types.Context) -> None:
@@ -103,7 +113,8 @@ class HermesBridgePreferences(bpy.types.AddonPreferences):
         layout.prop(self, "http_port")
         layout.prop(self, "auto_start")
         layout.prop(self, "allow_code")
-        layout.prop(self, "agent_mode", expand=True)
+        layout.label(text="Agent may:")
+        layout.row().prop(self, "agent_mode", expand=True)
         layout.prop(self, "ask_timeout")
         layout.prop(self, "lab_enabled")
         row = layout.row()

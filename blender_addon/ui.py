@@ -54,7 +54,8 @@ class HERMES_BRIDGE_PT_panel(bpy.types.Panel):
         """What the agent may do, switched here with one click; and the calls waiting for the person's answer."""
         prefs = preferences()
         if prefs is not None and prefs.agent_mode == consent.mode.name:
-            layout.prop(prefs, "agent_mode", expand=True)
+            layout.label(text="Agent may:")
+            layout.row().prop(prefs, "agent_mode", expand=True)
         else:  # started with `--mode`, or without the add-on's preferences: shown, switched where it was set
             layout.label(text=f"Agent may: {consent.mode.value}")
         waiting = consent.waiting()

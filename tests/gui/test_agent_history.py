@@ -152,10 +152,10 @@ def test_the_panel_shows_the_agents_step_and_its_undo_button_takes_it_back(own_g
     assert own_gui.call("get_agent_history").data()["steps"] == []
 
 
-UNDO_BELOW_TOP = 265
+UNDO_BELOW_TOP = 317
 """Pixels from the sidebar's top to the middle of the Undo button at the default interface scale (measured on the
-screenshot agent-step-panel.png): the bridge panel's header and seven rows (state, address, clients, runtime file,
-log, Lab, Stop), then the "Agent's changes" header, then the button."""
+screenshot agent-step-panel.png): the bridge panel's header and nine rows (state, address, "Agent may:" and its three
+buttons, clients, runtime file, log, Lab, Stop), then the "Agent's changes" header, then the button."""
 
 
 def _undo_button(sidebar: dict[str, int]) -> tuple[int, int]:

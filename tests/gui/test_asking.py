@@ -94,8 +94,9 @@ def _state(answer: ToolResult) -> str | None:
 
 def test_the_panel_shows_the_mode_and_a_real_click_switches_it(asking: GuiBlender) -> None:
     sidebar = _open_hermes_panel(asking)  # first: its tab's place counts on the Cube being active (the Item tab)
-    x, y = _panel_button(sidebar, 2)  # Running, the address, then the mode: Read-only | Ask first | Full
+    x, y = _panel_button(sidebar, 3)  # Running, the address, "Agent may:", then Read-only | Ask first | Full
     asking.click(sidebar["left"] + (x - sidebar["left"]) // 3, y)  # the left third: Read-only
+    time.sleep(1.0)  # a software-GL redraw
     asking.screenshot("ask-panel-read-only")
     assert asking.probe(PREFS + "result = prefs.agent_mode") == "READ_ONLY"
     read, refused = asking.call("get_objects_summary"), asking.call("undo_agent_steps", {"steps": 1})

@@ -79,7 +79,9 @@ def test_bridge_starts_when_blender_is_launched_with_a_blend_file(tmp_path: Path
 def test_the_panels_stop_and_start_buttons_withdraw_and_republish_the_runtime_file(own_gui: GuiBlender) -> None:
     first = read_live_endpoint(own_gui.spec)
     sidebar = _open_hermes_panel(own_gui)
-    own_gui.click(*_panel_button(sidebar, 6))  # Running, address, clients, runtime file, log, Lab, then Stop
+    own_gui.click(
+        *_panel_button(sidebar, 8)
+    )  # Running, address, Agent may (2 rows), clients, runtime file, log, Lab, Stop
     _wait_for(lambda: not own_gui.runtime_file.exists(), "the Stop button to withdraw the runtime file")
     time.sleep(1.0)
     own_gui.screenshot("bridge-stopped-panel")
