@@ -48,6 +48,7 @@ NOOP, NOOP_HEADERS = modern_request(
 
 
 def farm_rows(
+    folder: Path,
     connect: Callable[[], Callable[[bytes, dict[str, str]], bytes]],
     call: Callable[[str, dict[str, Any]], dict[str, Any]],
     summary: tuple[bytes, dict[str, str]],
@@ -55,11 +56,10 @@ def farm_rows(
     n: int,
 ) -> dict[str, Any]:
     """The rows, given a new keep-alive connection's `post` to the bridge (the bridge closes one left idle while a
-    farm renders), a tool `call`, the summary request and bench.py's timer."""
+    farm renders), a tool `call`, the summary request and bench.py's timer; everything is written in `folder`."""
     blender = os.environ.get("HERMES_GUI_BLENDER") or blender_command()
     if blender is None:
         raise SystemExit("no Blender program here: scripts/gui_root.sh makes the GUI tier's")
-    folder = Path(tempfile.mkdtemp(prefix="hermes-farm-bench-"))
     (folder / "project").mkdir()
     blend = folder / "project" / "shot.blend"
     call("execute_blender_code", {"code": SCENE.format(frames=FRAMES, path=str(blend))})
@@ -182,4 +182,4 @@ def farm_table(
             return answer["structuredContent"]
 
         summary = modern_request("tools/call", {"name": "get_objects_summary", "arguments": {}})
-        return farm_rows(connect, call, summary, timed, n)
+        return farm_rows(Path(folder), connect, call, summary, timed, n)
