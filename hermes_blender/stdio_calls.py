@@ -217,7 +217,10 @@ so the bridge then answers `confirmation_timed_out`, and a client that never ans
 
 def _asks_its_user(ctx: Any) -> bool:
     """Whether this relay's client can put the bridge's question to its user: it declared elicitation, in its
-    handshake (2025) or with this request (2026-07-28)."""
+    handshake (2025) or with this request (2026-07-28). Without a request context (a call the relay makes itself),
+    nobody can be asked."""
+    if ctx is None:
+        return False
     if ctx.protocol_version == versions.STATELESS:
         meta = (ctx.params or {}).get("_meta")
         declared = meta.get(versions.META_CLIENT_CAPABILITIES) if isinstance(meta, dict) else None
