@@ -22,6 +22,7 @@ from hermes_blender.contract.liveness import RuntimeFileSpec
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.instances import instance_spec
 from tests.other_user import OtherUser, needs_a_made_user
+from tests.pseudo_terminal import read_all
 
 CLI = [sys.executable, "-m", "hermes_blender.cli"]
 
@@ -348,18 +349,8 @@ def test_on_a_terminal_a_frame_range_render_draws_a_progress_bar_on_stderr(tmp_p
             timeout=120,
         )
     os.close(terminal)
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # the terminal's other end is closed: all of it was read
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    os.close(controller)
-    assert run.returncode == 0, drawn
-    text = drawn.decode(errors="replace")
+    text = read_all(controller)
+    assert run.returncode == 0, text
     assert "\r" in text and "%" in text and "[#" in text and "of 24" in text, text
     assert "[#" not in run.stdout.decode()  # the bar is on stderr only; stdout is the result
     assert len(list(frames.glob("*.png"))) == 24

@@ -17,6 +17,7 @@ import pytest
 
 from hermes_blender.headless import HeadlessBlender
 from hermes_blender.stdio_server import shipped_catalogue
+from tests.pseudo_terminal import read_all
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -79,20 +80,6 @@ def test_ctrl_c_on_a_call_says_what_it_cancelled(serving: Path) -> None:
     assert "interrupted: the call of execute_blender_code is cancelled" in error and "Traceback" not in error, error
 
 
-def _read_all(controller: int) -> str:
-    drawn = b""
-    while True:
-        try:
-            chunk = os.read(controller, 65536)
-        except OSError:  # the terminal's other end is closed: all of it was read
-            break
-        if not chunk:
-            break
-        drawn += chunk
-    os.close(controller)
-    return drawn.decode(errors="replace")
-
-
 def test_watch_follows_a_render_task_to_its_end_with_a_bar_on_a_terminal(tmp_path: Path) -> None:
     runtime_file = tmp_path / "server.json"
     small = "r = bpy.context.scene.render\nr.engine = 'BLENDER_WORKBENCH'\nr.resolution_x = r.resolution_y = 128"
@@ -107,7 +94,7 @@ def test_watch_follows_a_render_task_to_its_end_with_a_bar_on_a_terminal(tmp_pat
         controller, terminal = pty.openpty()
         watched = subprocess.run([*CLI, "watch", task_id, *file], stdout=subprocess.PIPE, stderr=terminal, timeout=240)
         os.close(terminal)
-        drawn = _read_all(controller)
+        drawn = read_all(controller)
     assert watched.returncode == 0, drawn
     assert "\r" in drawn and "[#" in drawn and "of 12 frames" in drawn, drawn
     assert '"status": "completed"' in watched.stdout.decode()
@@ -129,7 +116,7 @@ def test_on_a_terminal_a_call_waiting_behind_another_clients_call_says_that_it_w
         controller, terminal = pty.openpty()
         waiting = subprocess.run([*CLI, "call", "get_objects_summary", *file], stdout=subprocess.PIPE, stderr=terminal)
         os.close(terminal)
-        said = _read_all(controller)
+        said = read_all(controller)
         held, _ = holding.communicate(timeout=60)
     assert holding.returncode == 0, held
     assert waiting.returncode == 0 and b"Scene 'Scene'" in waiting.stdout
