@@ -462,3 +462,20 @@ def test_the_lab_listeners_code_waits_for_the_person_and_a_denial_runs_nothing(
     thread.join(30)
     assert envelopes[0]["status"] == "error" and envelopes[0]["message"].startswith("denied_by_user: ")
     assert "Cube" in _objects() and bridge.execution.history.done == []
+
+
+def test_the_2025_era_meets_the_same_mode_as_the_stateless_one(
+    service: ModuleType, factory_scene: None, tmp_path: Path, runtime: Any, monkeypatch: Any
+) -> None:
+    bridge = _bridge(service, runtime, tmp_path, monkeypatch, "read-only")
+    agent_mode = importlib.import_module(f"{ADDON_MODULE}.agent_mode").AgentMode
+    client = SdkClient(RuntimeFileSpec(path=str(bridge.runtime_file)), mode="legacy")
+
+    async def script() -> list[Any]:
+        refused = await client.call_tool("execute_blender_code", {"code": DELETE_CUBE})
+        bridge.execution.consent.switch(agent_mode.ASK)
+        return [refused, await client.call_tool("execute_blender_code", {"code": DELETE_CUBE})]
+
+    refused, unasked = serve_while(bridge.dispatcher, lambda: asyncio.run(script()))
+    assert _state(refused) == "read_only" and _state(unasked) == "confirmation_unavailable"
+    assert "Cube" in _objects()

@@ -27,7 +27,7 @@ class Asking:
 
     def __init__(self, consent: Consent, call: Call, wanted: Callable[[], bool] = lambda: True) -> None:
         self.outcome: Any = None
-        self._thread = threading.Thread(target=self._run, args=(consent, call, wanted))
+        self._thread = threading.Thread(target=self._run, args=(consent, call, wanted), daemon=True)
         self._thread.start()
 
     def _run(self, consent: Consent, call: Call, wanted: Callable[[], bool]) -> None:
@@ -251,3 +251,11 @@ def test_a_switch_to_read_only_between_the_mode_look_and_the_question_leaves_not
     for question in consent.waiting():
         consent.answer(question.number, Answer.ALLOW)  # a dialog still open from before the switch
     assert asking.result().state == "read_only"
+
+
+def test_full_decides_without_the_lock_a_waiting_question_holds() -> None:
+    """Full costs one comparison: it never waits on the lock the questions, answers and switches take."""
+    consent = Consent(AgentMode.FULL, person=True)
+    with consent._lock:  # held, as by an answer or a switch on another thread
+        asking = Asking(consent, _call())
+        assert asking.result() == "allowed"
