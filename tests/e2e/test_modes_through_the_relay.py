@@ -122,3 +122,24 @@ def test_a_relay_client_that_never_answers_holds_its_call_no_longer_than_the_lim
     ctx = SimpleNamespace(session=SimpleNamespace(elicit_form=never), request_id=1)
     asked = {"inputRequests": {"confirm": {"method": "elicitation/create", "params": {"message": "m"}}}}
     assert asyncio.run(stdio_calls._asked(ctx, asked)) == {"confirm": {"action": "cancel"}}
+
+
+def test_the_lab_listeners_code_in_a_background_blender_obeys_ask_and_another_user_is_never_asked(
+    tmp_path: Path,
+) -> None:
+    """The Lab wire in a Blender without a window, served on its one main loop: ask refuses at once (nothing waits
+    there to hold the loop), every later request is served; another OS user's code is refused before any question."""
+    from hermes_blender.lab import lab_execute
+    from tests.other_user import AS_NOBODY, ask_lab, needs_another_user
+
+    runtime_file = tmp_path / "Blender" / "server.json"
+    with HeadlessBlender(runtime_file, mode="ask", lab_port=0):
+        lab = int(json.loads(runtime_file.read_text())["lab"].rsplit(":", 1)[1])
+        refused = [lab_execute(lab, DELETE.format(name="Cube")) for _ in range(3)]
+        names = asyncio.run(_calls(runtime_file, [("get_objects_summary", {})], None))[0]
+        other = None if needs_another_user.args[0] else ask_lab(lab, DELETE.format(name="Cube"), as_user=AS_NOBODY)
+    for envelope in refused:
+        assert envelope["status"] == "error" and envelope["message"].startswith("confirmation_unavailable: ")
+    assert not names.is_error and "Cube" in names.content[0].text
+    if other is not None:
+        assert other["status"] == "error" and "belongs to another OS user" in other["message"]
