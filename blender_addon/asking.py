@@ -48,7 +48,12 @@ def _waiting(number: int) -> Question | None:
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= WIDTH else text[: WIDTH - 1] + "…"
+    """A row of the dialog: what does not fit is counted, never dropped unsaid (code can hide past the edge, behind
+    a harmless start and a run of spaces)."""
+    if len(text) <= WIDTH:
+        return text
+    kept = text[: WIDTH - len("… (+ characters not shown)") - len(str(len(text)))]
+    return f"{kept}… (+{len(text) - len(kept)} characters not shown)"
 
 
 class HERMES_BRIDGE_OT_question(bpy.types.Operator):

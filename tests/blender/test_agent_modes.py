@@ -479,3 +479,12 @@ def test_the_2025_era_meets_the_same_mode_as_the_stateless_one(
     refused, unasked = serve_while(bridge.dispatcher, lambda: asyncio.run(script()))
     assert _state(refused) == "read_only" and _state(unasked) == "confirmation_unavailable"
     assert "Cube" in _objects()
+
+
+def test_the_dialog_never_drops_the_end_of_a_long_line_unsaid(addon: ModuleType) -> None:
+    """Code hidden past the dialog's edge, behind a harmless start and a run of spaces, is counted on its row."""
+    asking = importlib.import_module(f"{ADDON_MODULE}.asking")
+    hidden = "result = {}" + " " * 200 + "; bpy.ops.wm.read_factory_settings()"
+    row = asking._cut(f"  1  {hidden}")
+    assert len(row) <= asking.WIDTH and row.endswith(f"(+{len(hidden) + 5 - row.index('…')} characters not shown)")
+    assert asking._cut("  1  result = {}") == "  1  result = {}"
