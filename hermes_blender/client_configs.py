@@ -599,7 +599,7 @@ def _swap(
     """
     _make_folders(path.parent)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=_temporary_prefix(path), suffix=".tmp")
-    aside = Path(temporary)
+    aside, kept = Path(temporary), None
     try:
         _fill(handle, data, seen)
         if racer is not None:
@@ -615,12 +615,24 @@ def _swap(
         if not exchanged:
             os.replace(aside, path)
             return True
-        if _unchanged(aside, seen):
-            return True
-        _put_back(aside, path, ours=_inode(path))
+        ours = _inode(path)
+        try:
+            if _unchanged(aside, seen):
+                return True
+        except OSError:
+            pass  # the displaced file cannot be read: given its place back, as another writer's would be
+        try:
+            _put_back(aside, path, ours=ours)
+        except OSError as exc:
+            kept = aside  # it may be the only copy of another writer's save: never removed
+            raise ConnectError(
+                f"{path} was exchanged with the merged file, and putting the file it held back failed "
+                f"({exc.strerror or exc}): {path} holds the merge; the file it held is kept at {kept}"
+            ) from None
         return False
     finally:
-        aside.unlink(missing_ok=True)
+        if kept is None:
+            aside.unlink(missing_ok=True)
 
 
 def _temporary_prefix(path: Path) -> str:

@@ -4,6 +4,7 @@ same moment, owned by someone else than root, kept as symlinks, full of numbers 
 from __future__ import annotations
 
 import datetime
+import errno
 import json
 import os
 import shutil
@@ -13,11 +14,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from hermes_blender import client_configs
 from hermes_blender.cli import main
 from hermes_blender.client_configs import ATTEMPTS, CLIENTS, Launch, write_entry
+from hermes_blender.contract.host import read_small_file
 from hermes_blender.errors import ConnectError
 from tests.other_user import AS_NOBODY, OtherUser, needs_a_made_user, needs_another_user
 
@@ -196,6 +200,66 @@ def test_the_temporary_file_of_a_connect_killed_mid_write_is_removed_by_the_next
     done = _connect("cursor", "--write", "--config", str(path), "--command", COMMAND)
     assert done.returncode == 0, done.stderr
     assert set(tmp_path.iterdir()) - set(tmp_path.glob("mcp.json.bak-*")) == {path, at_work}
+    assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
+
+
+def _failing_once(real: Callable[..., Any], when: Callable[..., bool]) -> Callable[..., Any]:
+    """`real`, but the first call that `when` picks fails as a disk can (EIO)."""
+    failed: list[bool] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not failed and when(*args, **kwargs):
+            failed.append(True)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(*args, **kwargs)
+
+    return call
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the exchange is Linux's renameat2")
+def test_a_file_displaced_by_the_exchange_that_cannot_be_read_is_given_back_and_the_merge_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whose the displaced file is cannot be told, so it is another writer's until shown otherwise: it takes its
+    name back and the merge starts again from it (never "nothing was changed" with the merge in place)."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": "dark"}')
+    monkeypatch.setattr(
+        client_configs,
+        "read_small_file",
+        _failing_once(read_small_file, lambda found, *_, **__: ".connect-" in str(found)),
+    )
+    written = write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
+    after = json.loads(path.read_text())
+    assert written.changed and after["theme"] == "dark" and after["mcpServers"]["blender"]["command"] == COMMAND
+    assert written.backup is not None
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([path.name, written.backup.name])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the exchange is Linux's renameat2")
+def test_a_put_back_that_fails_says_where_each_file_is_and_removes_neither(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client saved between the last look and the exchange, and giving its file back failed: its save is then
+    in the only other copy, which is kept and named."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": "dark"}')
+    exchanges: list[Path] = []
+
+    def exchange(first: Path, second: Path) -> bool:
+        exchanges.append(first)
+        if len(exchanges) == 1:
+            _client_writes(path, "saved-meanwhile", "rename")  # just before our exchange, as a client can
+            return real_exchange(first, second)
+        raise OSError(errno.EIO, os.strerror(errno.EIO), str(second))
+
+    real_exchange = client_configs._exchange
+    monkeypatch.setattr(client_configs, "_exchange", exchange)
+    with pytest.raises(ConnectError) as refused:
+        write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
+    kept = exchanges[0]
+    assert f"{path} holds the merge; the file it held is kept at {kept}" in str(refused.value)
+    assert json.loads(kept.read_text()) == {"theme": "dark", "saved-meanwhile": True}
     assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
 
 
