@@ -453,8 +453,9 @@ def _write_pictures(
     """Each picture of an answer as a new PNG file named by its stem (never base64 on a terminal, never over a file
     or through a link): in `folder`, or a new folder here. Also what could not be written, in words.
 
-    The folder is held open (own_folders.py): it is no link, it is this user's and nobody else may change it (else a
-    root shell's pictures went wherever a link another user planted named), and each file is made through it."""
+    The folder is held open (own_folders.py): it is no link, it is this user's and nobody else may change it, nor
+    any folder or link on the way to it (else a root shell's pictures went wherever a link another user planted
+    named, at the folder or above it), and each file is made through it."""
     if not images:
         return (), []
     from .errors import UnsafeFolder
@@ -462,7 +463,7 @@ def _write_pictures(
 
     where = folder if folder is not None else Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
     try:
-        held = hold_folder(where, judge_way=False)
+        held = hold_folder(where, judge_way=True)
     except (OSError, UnsafeFolder) as exc:
         return (), [f"the answer's pictures could not be written in {where}: {_reason(exc)}"]
     written, unwritten = [], []

@@ -424,12 +424,30 @@ def users_folder(other_user: OtherUser) -> Iterator[tuple[Path, Path]]:
 def test_pictures_are_never_written_through_a_link_another_user_planted_at_the_folder(
     blender: HeadlessBlender, users_folder: tuple[Path, Path], other_user: OtherUser
 ) -> None:
-    """Root runs `call ... --images ~ana/shots`, which Ana linked to a folder of root's: nothing is written there."""
+    """Root runs `call ... --images /tmp/shots`, which Ana linked to a folder of root's in a folder every user may
+    add to (sticky, as /tmp): nothing is written there."""
+    theirs, roots = users_folder
+    shared = theirs.parent
+    shared.chmod(0o1777)
+    subprocess.run([*other_user.run_as, "ln", "-s", str(roots), str(shared / "shots")], check=True, timeout=60)
+    run = _montage(blender, shared / "shots")
+    _answered_without_pictures(run)
+    assert f"{shared / 'shots'} is a symbolic link" in run.stderr and "could not be written" in run.stderr
+    assert list(roots.iterdir()) == []
+
+
+@needs_a_made_user
+@pytest.mark.timeout(300)
+def test_pictures_are_never_written_through_a_link_another_user_planted_on_the_way(
+    blender: HeadlessBlender, users_folder: tuple[Path, Path], other_user: OtherUser
+) -> None:
+    """Root runs `call ... --images ~ana/shots/today`, and Ana's `shots` links to a folder of root's: the folder
+    root would make there, and the pictures, are never made."""
     theirs, roots = users_folder
     subprocess.run([*other_user.run_as, "ln", "-s", str(roots), str(theirs / "shots")], check=True, timeout=60)
-    run = _montage(blender, theirs / "shots")
+    run = _montage(blender, theirs / "shots" / "today")
     _answered_without_pictures(run)
-    assert f"{theirs / 'shots'} is a symbolic link" in run.stderr and "could not be written" in run.stderr
+    assert f"{theirs} (on the way to {theirs / 'shots' / 'today'}) is not safe" in run.stderr, run.stderr
     assert list(roots.iterdir()) == []
 
 
