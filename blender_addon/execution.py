@@ -24,10 +24,10 @@ from .changes import Scene
 from .checkpoints import Checkpoints
 from .consent import Call, Consent
 from .errors import BridgeStopped, DispatchTimeout, ToolError
+from .frame_tasks import FrameTasks
 from .net.caller import Caller, Progress
 from .net.lab_protocol import error_envelope
 from .tools.context import JobContext
-from .tools.frame_tasks import FrameTasks
 from .tools.python_exec import Deferred, Envelope, execute
 
 JOB_TIMEOUT = 120.0

@@ -6,6 +6,10 @@ message; creation and last-update times; a time to live; a poll interval), as to
 Everything here runs on Blender's main thread (a tool, or a step the dispatcher runs between jobs), so a
 task never changes under a reader. Task ids are random: knowing one is the only way to ask after a task,
 besides holding the bridge's token, which every call needs anyway.
+
+A record of the domain, beside the change record and the agent's history: it imports no tool. What it renders and
+the job it runs as are ports below (`Frames`, `Job`); tools/frames.py's `FrameRange` and tools/context.py's
+`JobContext` are what the bridge hands it.
 """
 
 from __future__ import annotations
@@ -15,15 +19,12 @@ import os
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import bpy
 
-from ..errors import JobInterrupted, ToolError
-from .context import JobContext
-
-if TYPE_CHECKING:
-    from .frames import FrameRange
+from .errors import JobInterrupted, ToolError
 
 WORKING, COMPLETED, FAILED, CANCELLED = "working", "completed", "failed", "cancelled"
 KEPT = 16
@@ -36,6 +37,35 @@ MAX_WORKING = 8
 finishes later); each holds its folder open and its range in memory, and a start checks up to 10,000 names
 (100 working tasks of 10,000 frames cost 664 MiB, each start 0.5 s of the loop). Eight covers an agent
 rendering a few cameras or shots side by side."""
+
+
+class Job(Protocol):
+    """What the table uses of the job that starts a task (tools/context.py's `JobContext`)."""
+
+    start_background: Callable[[Callable[[], bool]], None]
+
+    def reporting_to(self, report: Callable[[float | None, str | None], None]) -> Job: ...
+
+
+class Frames(Protocol):
+    """What a task renders, a frame per step (tools/frames.py's `FrameRange`)."""
+
+    folder: Path
+    last_written: Path | None
+    skipped: list[dict[str, Any]]
+    skipped_count: int
+
+    def __len__(self) -> int: ...
+
+    def render(self, index: int, scene: Any, job: Job) -> str | None:
+        """Frame `index` into the folder: None once written, else why it was skipped."""
+        ...
+
+    def summary(self, scene: Any) -> dict[str, Any]: ...
+
+    def word(self, index: int) -> str: ...
+
+    def close(self) -> None: ...
 
 
 class FrameTasks:
@@ -53,7 +83,7 @@ class FrameTasks:
             if task.status == WORKING:
                 task.abandon()
 
-    def start(self, frames: Callable[[Any], FrameRange], job: JobContext) -> dict[str, Any]:
+    def start(self, frames: Callable[[Any], Frames], job: Job) -> dict[str, Any]:
         """A new task rendering `frames` of the current scene (made only once the task may start)."""
         if not self._open:
             raise ToolError("no bridge is serving, so no task can run", state="stopped")
@@ -121,7 +151,7 @@ def _unheard(fraction: float | None = None, message: str | None = None) -> None:
 class FramesTask:
     """One frame range being rendered a frame per step."""
 
-    def __init__(self, frames: FrameRange, scene: Any, job: JobContext) -> None:
+    def __init__(self, frames: Frames, scene: Any, job: Job) -> None:
         self.task_id = base64.urlsafe_b64encode(os.urandom(12)).decode("ascii")  # 16 characters
         self.frames = frames
         self._job = job

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from .frame_tasks import CANCELLED, COMPLETED, FAILED, WORKING, FramesTask
 from .jsontext import dumps
 from .net.mcp import ToolOutcome
 from .net.versions import TASKS_EXTENSION
-from .tools.frame_tasks import CANCELLED, COMPLETED, FAILED, WORKING, FramesTask
 
 __all__ = ["EXTENSION", "TASKED", "WORKING", "detailed", "task_fields"]
 

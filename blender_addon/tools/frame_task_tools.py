@@ -1,13 +1,14 @@
-"""The frame tasks as tools any client can call: start one, ask after it, cancel it (`frame_tasks.py` holds them)."""
+"""The frame tasks as tools any client can call: start one, ask after it, cancel it (the domain's frame_tasks.py
+holds them)."""
 
 from __future__ import annotations
 
 from functools import partial
 from typing import Any
 
+from ..frame_tasks import MAX_WORKING
 from .base import MUTATING, READ_ONLY, Tool, arguments, shallow
 from .context import JobContext
-from .frame_tasks import MAX_WORKING
 from .frames import FRAMES_SCHEMA, SKIPS_SHOWN, FrameRange
 
 

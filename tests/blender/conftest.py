@@ -106,7 +106,7 @@ def runtime(addon: ModuleType) -> Iterator[Any]:
 def a_job(dispatcher: Any) -> Any:
     """What a tool runs as on `dispatcher`, as the bridge's Execution makes it (no client hears its progress)."""
     context = importlib.import_module(f"{ADDON_MODULE}.tools.context")
-    frame_tasks = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+    frame_tasks = importlib.import_module(f"{ADDON_MODULE}.frame_tasks")
     changes = importlib.import_module(f"{ADDON_MODULE}.changes")
     history = importlib.import_module(f"{ADDON_MODULE}.agent_history")
     checkpoints = importlib.import_module(f"{ADDON_MODULE}.checkpoints")

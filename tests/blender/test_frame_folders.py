@@ -38,7 +38,7 @@ class Tasks:
 
     def __init__(self) -> None:
         self.module = importlib.import_module(f"{ADDON_MODULE}.tools.frame_task_tools")
-        self.table = importlib.import_module(f"{ADDON_MODULE}.tools.frame_tasks")
+        self.table = importlib.import_module(f"{ADDON_MODULE}.frame_tasks")
         self.dispatcher = importlib.import_module(f"{ADDON_MODULE}.dispatch").QueuedDispatcher()
         self.job = a_job(self.dispatcher)
 

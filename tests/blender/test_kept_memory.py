@@ -1,5 +1,5 @@
 """What the bridge keeps between calls stays bounded however long Blender runs: finished frame tasks
-(tools/frame_tasks.py) by count and by age, and the objects remembered by name (tools/scene_index.py)."""
+(frame_tasks.py) by count and by age, and the objects remembered by name (tools/scene_index.py)."""
 
 from __future__ import annotations
 
