@@ -8,6 +8,11 @@ else the one on PATH. Each step runs in turn; progress comes from OpenJD's task 
 `openjd_status` lines and Blender's own `Saved:` lines. A stop (Ctrl+C, SIGTERM) cancels the session the way OpenJD
 does (its action's process group ended), then every process the run started that is still there is killed, so none
 is left behind; the frames written by then are kept and listed. OpenJD's whole output goes to an owner-only log.
+
+A `farm run` killed outright (SIGKILL, the out-of-memory killer) cancels nothing itself. On Linux the kernel then
+sends `openjd` SIGTERM (PR_SET_PDEATHSIG, armed between fork and exec), on which OpenJD cancels its session as on
+Ctrl+C: its running action's process group (the job's Blender) is ended and its environments exited. macOS and
+Windows have no such signal: there a `farm run` killed outright leaves `openjd` to finish the job by itself.
 """
 
 from __future__ import annotations
@@ -44,6 +49,8 @@ _TASK = re.compile(r"^\s*Frame\((?:CHUNK\[INT\]|INT)\) = (\S+)")
 _PROGRESS = re.compile(r"openjd_progress:\s*([0-9.]+)")
 _STATUS = re.compile(r"openjd_status:\s*(.*)")
 _SAVED = re.compile(r"Saved: '(.+)'")
+_PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal the kernel sends this process when its parent thread ends (Linux)."""
 _STAMP = re.compile(r"^\d+:\d\d:\d\d\.\d+\t")
 """The elapsed time `openjd run` puts before each line of its output."""
 
@@ -254,6 +261,7 @@ class Run:
             env=env,
             cwd=self.bundle.folder,
             start_new_session=True,  # a terminal's Ctrl+C reaches this command, which passes it on once
+            preexec_fn=_ended_with_this_process(),  # this thread waits for it below, so outlives it unless killed
             text=True,
             errors="replace",
         )
@@ -308,6 +316,23 @@ class Run:
             "log": str(self.log_path),
             "seconds": round(seconds, 3),
         }
+
+
+def _ended_with_this_process() -> Callable[[], None] | None:
+    """Linux: what the child runs between fork and exec so that the kernel sends it SIGTERM (OpenJD's cancel) when
+    this process's thread that started it ends, even by SIGKILL; None elsewhere, where no such signal exists."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # loaded here: the forked child only calls it, takes no lock
+    parent = os.getpid()
+
+    def arm() -> None:
+        if prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM)) != 0 or os.getppid() != parent:
+            os._exit(127)  # not armed, or this process died before it was: openjd would be left on its own
+
+    return arm
 
 
 def _cancel(process: subprocess.Popen[str]) -> None:

@@ -177,6 +177,23 @@ def test_a_cancel_during_a_frame_stops_the_run_and_every_process_it_started(brid
     assert len(os.listdir(shot / "frames")) == len(done["frames_written"]) < 6
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's word to openjd is Linux's")
+def test_a_farm_run_killed_outright_leaves_neither_openjd_nor_its_blender_running(bridge: Session, shot: Path) -> None:
+    """SIGKILL gives `farm run` no chance to cancel: the kernel tells `openjd` (PR_SET_PDEATHSIG), which cancels."""
+    bundle = export(bridge, shot, frames="1-6", chunk_size=1)
+    run = farm_run(bundle, shot)
+    blender = _blender_of(run)
+    started = psutil.Process(run.pid).children(recursive=True)
+    openjd = [process for process in started if "openjd" in " ".join(process.cmdline())]
+    assert openjd and blender in started, started
+    run.kill()
+    run.communicate(timeout=60)
+    deadline = time.monotonic() + 120  # a bound on the wait, not a measure: OpenJD's cancel takes well under it
+    while _gone(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _gone(started) == [], [process.cmdline() for process in _gone(started)]
+
+
 def test_a_blender_that_dies_mid_run_fails_it_and_the_frames_written_are_kept(bridge: Session, shot: Path) -> None:
     bundle = export(bridge, shot, frames="1-6", chunk_size=3)
     run = farm_run(bundle, shot)
