@@ -4,7 +4,7 @@
   (scripts/bench.py --cold-start-only). Started as `python <file>`, as ours is started through its console script
   (a Python file run by the same interpreter); it pauses no collector (ours does: hermes_blender/collector.py,
   docs/performance.md says what each part is worth).
-- With `--answer FILE`, the floor for a Hermes tool call (scripts/hermes_bench.py): one tool, `get_objects_summary`
+- With `--answer FILE`, the floor for a Hermes tool call (scripts/benchmark/hermes.py): one tool, `get_objects_summary`
   listed as the relay lists it to Hermes (no output schema), every call answered with the `CallToolResult` in FILE
   (the bridge's own answer, captured in the same run), so Hermes reads the same bytes as from ours.
 """

