@@ -32,8 +32,6 @@ for _ in range({n}):
     samples.append(time.perf_counter() - started)
 result = {{'p50': sorted(samples)[len(samples) // 2] * 1000}}
 """
-
-
 """Blender's own share of a change that is told and undoable, inside Blender with no request: the depsgraph
 evaluated after a move (what names what changed) and one undo step (what takes it back)."""
 
@@ -66,8 +64,6 @@ bpy.data.objects.remove(camera)
 bpy.data.cameras.remove(data)
 result = {{}}
 """
-
-
 """The montage's floor: four Workbench renders of 256x256 by bpy directly, in one request (no framing, no labels,
 no grid, no PNG of our own), the camera made and removed as the montage does."""
 

@@ -32,8 +32,6 @@ FRAMES_SCENE = (
     "scene.render.engine, scene.cycles.device, scene.cycles.samples = 'CYCLES', 'CPU', 1\n"
     "scene.frame_start, scene.frame_end = 1, 1000\nresult = {}"
 )
-
-
 """Frames of a fraction of a second each on the CPU, for the render-cancel row."""
 
 

@@ -50,8 +50,6 @@ FLOOD_BLOCKS = (
     (b"X-Flood: " + b"a" * 150 + b"\r\n") * 98,
     b"X-Flood: a\r\n" * 1300,
 )
-
-
 """The costliest header blocks anyone may send without a token, about 16 KiB each: one header repeated to the
 line limit in long lines (100 with the request line and Host), and in as many short lines as fit (refused
 once counted now; the old parser joined them in quadratic time)."""

@@ -25,8 +25,6 @@ OFFICIAL_SERVER = ["uv", "run", "--no-project", "--quiet", "--with", "mcp[cli]>=
 
 
 OFFICIAL_SERVER += ["--with", "docutils", "--with", "pyyaml", "python", "-m", "blmcp"]
-
-
 """Its own dependencies (mcp/pyproject.toml at upstream 4309a39; it imports FastMCP, gone in mcp 2)."""
 
 
@@ -37,8 +35,6 @@ OFFICIAL_ADDON = (
 
 
 OFFICIAL_CALLS = {"get_objects_summary": {}, "execute_blender_code": {"code": "result = {}"}}
-
-
 """What the official server is asked, the same for every target: its own snippet for the summary, agent code."""
 
 
@@ -47,8 +43,6 @@ READY_FLOOR = (
     "data = b''\nwhile b'\\0' not in data:\n    data += conn.recv(65536)\n"
     'conn.sendall(b\'{{"status":"ok","result":{{}}}}\\0\')\nconn.close()\nsock.close()'
 )
-
-
 """The floor of a Blender process's start: import bpy, listen, answer one Lab request, nothing else."""
 
 

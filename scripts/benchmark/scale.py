@@ -36,8 +36,6 @@ for i in range({start}, {end}):
     homes[i % len(homes)].objects.link(new(f'obj_{{i:07d}}', mesh if i % 2 else None))
 result = {{}}
 """
-
-
 """A scene is built in steps of 100,000 objects: each step is one request, well inside a job's deadline."""
 
 
@@ -55,8 +53,6 @@ for collection in walk(bpy.context.scene.collection):
         found += list(collection.objects[lo - start : hi - start])
     start += count
 """
-
-
 """The 100 objects of the default page at `offset`, found the way the floors' readers are given them (untimed)."""
 
 
@@ -116,8 +112,6 @@ server.close()
 result = {{}}
 """
 )
-
-
 """The page's physical floor through HTTP: the simplest server that could answer, inside Blender on its main thread
 (one keep-alive connection, no framework, no envelope), reading the same 100 objects' fields per request and
 sending them as JSON once. Served from one `execute_blender_code` call while the bench times its requests."""
@@ -140,8 +134,6 @@ for _ in range(10):
     samples.append(time.perf_counter() - started)
 result = {{'p50': sorted(samples)[5] * 1000}}
 """
-
-
 """The detail's floor: bpy reading the same fields of the same object inside Blender, its lookup untimed. Blender's
 own `children` and `users_collection` are walks over every object, so this floor grows with the file."""
 
@@ -153,8 +145,6 @@ NO_WALKS = [
     for field in tool["inputSchema"]["properties"]["fields"]["items"]["enum"]
     if field not in ("children", "collections")
 ]
-
-
 """The detail's fields that Blender reads without a walk over the file (all but children and collections)."""
 
 

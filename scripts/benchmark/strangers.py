@@ -24,8 +24,6 @@ STRANGER_MODES = ("idle", "half-header", "slowloris", "connect-flood")
 
 
 HONEST_PAUSE = 0.02
-
-
 """Seconds between two honest calls, as a model leaves them: long enough that its kept connection is idle."""
 
 
