@@ -12,12 +12,14 @@ import contextlib
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
 import bpy
 
 from ..errors import ToolError
+from ..owner_files.folders import NotOwnFolder, own_folder
 from .base import ADDITIVE, Tool, shallow
 from .blendfile import external_files
 from .context import JobContext
@@ -34,7 +36,11 @@ PATH = {"type": "string", "minLength": 1, "maxLength": FILE_MAX - 64}
 EXPORT_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "bundle_folder": {**PATH, "description": "Absolute path of a new (or empty) folder to write the bundle in."},
+        "bundle_folder": {
+            **PATH,
+            "description": "Absolute path of a new (or empty) folder to write the bundle in (default: a new folder "
+            "in the bridge's own owner-only jobs folder).",
+        },
         "output_folder": {**PATH, "description": "Absolute path of an existing folder the frames are written to."},
         "frames": {
             "type": "string",
@@ -88,7 +94,7 @@ EXPORT_SCHEMA: dict[str, Any] = {
             "description": "Allow an output folder inside the .blend's own folder.",
         },
     },
-    "required": ["bundle_folder", "output_folder"],
+    "required": ["output_folder"],
     "additionalProperties": False,
 }
 
@@ -103,9 +109,10 @@ def export_render_job(arguments: dict[str, Any], job: JobContext) -> dict[str, A
     output_format = _output_format(scene, arguments.get("output_format"))
     pattern = _file_pattern(arguments.get("file_pattern", "frame_####"))
     blend_state = _blend_state(arguments.get("use_unsaved_changes", False))
-    external = _external_files()
+    external, path_warnings = _external_files()
     output = _output_folder(arguments["output_folder"], arguments.get("output_in_blend_folder", False))
-    bundle, made = _bundle_folder(arguments["bundle_folder"])
+    named = arguments.get("bundle_folder")
+    bundle, made = _bundle_folder(named) if named is not None else _own_bundle_folder(Path(bpy.data.filepath).stem)
     copy = bundle / "scene" / Path(bpy.data.filepath).name
     spec = Job(
         name=f"{Path(bpy.data.filepath).stem} {scene.name} {frames_expression(frames)}"[:128],
@@ -163,10 +170,12 @@ def export_render_job(arguments: dict[str, Any], job: JobContext) -> dict[str, A
         "first_frame_file": str(first),
         "external_files": external[:SHOWN],
         "external_count": len(external),
+        "path_warnings": path_warnings[:SHOWN],
+        "path_warning_count": len(path_warnings),
         "summary": f"{len(frames)} frames ({frames_expression(frames)}) of scene {scene.name!r}, view layers "
         f"{', '.join(layers)}, camera {camera.name!r}, {engine} at {width}x{height}, as {spec.tasks()} tasks "
         f"({flavour}). The job renders a copy holding {state_words} ({copy}), reading {len(external)} external "
-        f"files; frames land in {output}, the first as {first.name}.",
+        f"files{_warned(path_warnings)}; frames land in {output}, the first as {first.name}.",
         "run_here": f"hermes-blender farm run {bundle}",
         "submit": f"deadline bundle submit {bundle}",
     }
@@ -312,15 +321,53 @@ def _blend_state(use_unsaved: bool) -> str:
     return "saved"
 
 
-def _external_files() -> list[str]:
+ABSOLUTE_WARNING = (
+    "an absolute path: a farm that moves the job's files (Deadline Cloud's job attachments) finds it only on "
+    "storage every worker shares at this same path; neither AWS's adaptor nor the plain template applies OpenJD's "
+    "path-mapping rules inside the .blend. Make it relative (File > External Data > Make Paths Relative) or pack it"
+)
+"""Why an absolute path is listed: the copy's `//` paths are rebased on it and travel with the bundle's files."""
+
+
+def _external_files() -> tuple[list[str], list[dict[str, str]]]:
+    """The files the copy reads (resolved, each once), and those a farm may not find by the path the copy holds,
+    each with why. A path relative to the working folder is `unmappable_paths`, a file not there `missing_files`."""
     found: dict[str, None] = {}
     missing: list[str] = []
-    for _kind, _block, _path, absolute in external_files():
+    unmappable: list[str] = []
+    warned: dict[str, dict[str, str]] = {}
+    for _kind, block, path, absolute in external_files():
+        relative = path.startswith("//")  # which os.path.isabs calls absolute
+        if not relative and not os.path.isabs(path):
+            unmappable.append(path)
+            continue
         resolved = os.path.realpath(absolute)
-        if os.path.isfile(resolved):
-            found[resolved] = None
-        else:
+        if not os.path.isfile(resolved):
             missing.append(absolute)
+            continue
+        found[resolved] = None
+        if not relative:
+            warned.setdefault(resolved, {"file": resolved, "path": path, "why": ABSOLUTE_WARNING})
+        elif block.library is not None:
+            warned.setdefault(
+                resolved,
+                {
+                    "file": resolved,
+                    "path": path,
+                    "why": f"relative to the folder of the library {block.library.filepath}, not the .blend's: the "
+                    "copy's own relative paths are rebased on the copy, a library's are not, so a farm finds it only "
+                    "if that library keeps its place beside it. Make the library's paths absolute or pack them",
+                },
+            )
+    if unmappable:
+        raise ToolError(
+            f"{len(unmappable)} external files have paths relative to the folder Blender was started in, not to the "
+            f".blend (no leading //), which a farm's Blender, started elsewhere, cannot find: "
+            f"{', '.join(unmappable[:SHOWN])}. Make them relative to the .blend (//...) or absolute, or pack them, "
+            "then export. Nothing was written",
+            state="unmappable_paths",
+            unmappable=unmappable[:SHOWN],
+        )
     if missing:
         raise ToolError(
             f"{len(missing)} external files are missing, so a farm would render without them: "
@@ -329,7 +376,13 @@ def _external_files() -> list[str]:
             state="missing_files",
             missing=missing[:SHOWN],
         )
-    return list(found)
+    return list(found), list(warned.values())
+
+
+def _warned(warnings: list[dict[str, str]]) -> str:
+    if not warnings:
+        return ""
+    return f", {len(warnings)} of them by a path a farm that moves files may not find (path_warnings say why)"
 
 
 def _absolute(raw: str, what: str) -> Path:
@@ -379,6 +432,43 @@ def _bundle_folder(raw: str) -> tuple[Path, bool]:
         ) from None
 
 
+def default_jobs_folder() -> Path:
+    """Where bundles go when nobody names a folder: the bridge's own, beside its checkpoints (service.py)."""
+    return Path(bpy.utils.user_resource("CONFIG", path="hermes_bridge")) / "jobs"
+
+
+def _own_bundle_folder(stem: str) -> tuple[Path, bool]:
+    """A new folder (0700) in the jobs folder, which only this user may change (owner_files.folders): a folder of
+    another user's there, or a link another user planted on the way, is `unsafe_folder`, and nothing is written."""
+    jobs = default_jobs_folder()
+    try:
+        own_folder(jobs)
+    except NotOwnFolder as exc:
+        raise ToolError(
+            f"the bridge's jobs folder is not safe to write a bundle in: {exc}. Name a bundle_folder, or run Blender "
+            "as the user who owns that folder. Nothing was written",
+            state="unsafe_folder",
+        ) from None
+    except OSError as exc:
+        raise ToolError(
+            f"the bridge's jobs folder {jobs} could not be made ({exc.strerror}); name a bundle_folder. Nothing was "
+            "written",
+            state="bundle_not_written",
+        ) from None
+    name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+    for attempt in range(100):  # nobody else may add names here: a name taken is one of this user's own exports
+        folder = jobs / (f"{name}-{attempt}" if attempt else name)
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        return folder, True
+    raise ToolError(
+        f"100 bundles named {name} already in {jobs}; name a bundle_folder. Nothing was written",
+        state="bundle_not_written",
+    )
+
+
 def _save_copy(scene: Any, settings: dict[str, Any], copy: Path, job: JobContext) -> str:
     """The open file saved as `copy` with the job's settings (taken back after, unrecorded: the scene is as it was);
     the frames' file extension."""
@@ -421,12 +511,14 @@ EXPORT_RENDER_JOB = Tool(
     "Write the scene's render as an Open Job Description job bundle (Deadline Cloud's layout: template.yaml, "
     "parameter_values.yaml, asset_references.yaml and a copy of the .blend made for the job) into a new folder, so "
     "the render leaves this Blender: `hermes-blender farm run BUNDLE` renders it on this machine, `deadline bundle "
-    "submit BUNDLE` (or AWS's Deadline MCP server) sends it to a farm. Prefer it to render_frames_to_folder for more "
-    "than a few frames or long frames. Checked first, each a named state, nothing written: an unsaved or never-saved "
-    "file, missing external files, a video output format, frames malformed, empty or outside the scene's range, a "
-    "scene, view layer or camera not there, an output folder not writable or inside the .blend's folder, a bundle "
-    "folder that is not new or empty. The answer says what the job renders, where frames land and which files it "
-    "reads.",
+    "submit BUNDLE` (or AWS's Deadline MCP server) sends it to a farm. Without bundle_folder, the bundle goes to a "
+    "new folder in the bridge's own owner-only jobs folder; the answer says where. Prefer it to "
+    "render_frames_to_folder for more than a few frames or long frames. Checked first, each a named state, nothing "
+    "written: an unsaved or never-saved file, missing external files or ones relative to the working folder, a "
+    "video output format, frames malformed, empty or outside the scene's range, a scene, view layer or camera not "
+    "there, an output folder not writable or inside the .blend's folder, a bundle folder that is not new or empty, "
+    "a jobs folder another user may change (unsafe_folder). The answer says what the job renders, where frames "
+    "land and which files it reads (path_warnings: those a farm that moves files may not find).",
     export_render_job,
     input_schema=EXPORT_SCHEMA,
     output_schema=shallow(
@@ -447,6 +539,8 @@ EXPORT_RENDER_JOB = Tool(
         first_frame_file="string",
         external_files="array",
         external_count="integer",
+        path_warnings="array",
+        path_warning_count="integer",
         summary="string",
         run_here="string",
         submit="string",

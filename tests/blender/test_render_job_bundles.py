@@ -20,10 +20,12 @@ import pytest
 from hermes_blender.blender_host import ADDON_MODULE
 from hermes_blender.farm import openjd_command
 from tests.moving_cube import moving_cube
+from tests.other_user import needs_another_user
 
 from .conftest import a_job
 
 pytestmark = pytest.mark.timeout(300)
+NOBODY = 65534
 
 
 @pytest.fixture
@@ -42,9 +44,20 @@ def export(addon: ModuleType, dispatch: ModuleType, tmp_path: Path) -> Callable[
             "output_folder": str(tmp_path / "frames"),
             **({"use_unsaved_changes": True} if quirk else {}),
         } | arguments
+        if arguments["bundle_folder"] is None:  # the bridge's own jobs folder
+            del arguments["bundle_folder"]
         return tool.export_render_job(arguments, job)
 
     return run
+
+
+@pytest.fixture
+def jobs(addon: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The bridge's jobs folder, in this test's folder (by default it is in Blender's user configuration)."""
+    folder = tmp_path / "config" / "hermes_bridge" / "jobs"
+    tool = importlib.import_module(f"{ADDON_MODULE}.tools.job_bundles")
+    monkeypatch.setattr(tool, "default_jobs_folder", lambda: folder)
+    return folder
 
 
 def openjd_check(bundle: Path) -> subprocess.CompletedProcess[str]:
@@ -157,3 +170,96 @@ def test_each_check_a_farm_fails_late_on_is_a_named_state_that_writes_nothing(
     assert "Nothing was written" in str(refused.value)
     assert not (tmp_path / "bundle").exists() and sorted(os.listdir(tmp_path / "project")) == project
     assert not os.listdir(tmp_path / "frames")
+
+
+def test_with_no_bundle_folder_named_each_bundle_goes_to_a_new_owner_only_folder_of_the_bridges(
+    export: Callable[..., dict[str, Any]], jobs: Path
+) -> None:
+    first, second = export(bundle_folder=None), export(bundle_folder=None)
+    folders = [Path(first["bundle_folder"]), Path(second["bundle_folder"])]
+    assert folders[0] != folders[1] and all(folder.parent == jobs for folder in folders), folders
+    for folder in (jobs.parent, jobs, *folders):
+        found = folder.stat()
+        assert (stat.S_IMODE(found.st_mode), found.st_uid) == (0o700, os.geteuid()), folder
+    assert Path(first["blend_copy"]).is_file() and first["run_here"] == f"hermes-blender farm run {folders[0]}"
+
+
+def _another_users_folder(jobs: Path, elsewhere: Path) -> None:
+    jobs.mkdir(mode=0o700)
+    os.chown(jobs, NOBODY, NOBODY)
+
+
+def _another_users_link(jobs: Path, elsewhere: Path) -> None:
+    jobs.symlink_to(elsewhere)
+    os.lchown(jobs, NOBODY, NOBODY)
+
+
+@needs_another_user
+@pytest.mark.parametrize("plant", [_another_users_folder, _another_users_link], ids=["folder", "link"])
+def test_a_jobs_folder_another_user_planted_is_unsafe_folder_and_nothing_is_written(
+    export: Callable[..., dict[str, Any]], errors: ModuleType, jobs: Path, tmp_path: Path, plant: Callable[..., None]
+) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    jobs.parent.mkdir(parents=True, mode=0o700)
+    plant(jobs, elsewhere)
+    with pytest.raises(errors.ToolError) as refused:
+        export(bundle_folder=None)
+    assert refused.value.state == "unsafe_folder" and "Nothing was written" in str(refused.value), refused.value
+    assert os.listdir(elsewhere) == [] and os.listdir(jobs.parent) == ["jobs"]
+    assert not os.listdir(tmp_path / "frames")
+    if jobs.is_dir() and not jobs.is_symlink():
+        assert os.listdir(jobs) == []
+
+
+def test_paths_relative_to_the_working_folder_are_unmappable_paths_and_nothing_is_written(
+    export: Callable[..., dict[str, Any]], errors: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`textures/wood.png` (no leading //) is found here only because Blender was started in the project: a farm's
+    Blender is started elsewhere."""
+    (tmp_path / "project" / "textures").mkdir()
+    (tmp_path / "project" / "textures" / "wood.png").write_bytes(b"not read")
+    monkeypatch.chdir(tmp_path / "project")
+    image = bpy.data.images.new("Wood", 4, 4)
+    image.source, image.filepath = "FILE", "textures/wood.png"
+    image.use_fake_user = True
+    bpy.ops.wm.save_mainfile()
+    with pytest.raises(errors.ToolError) as refused:
+        export()
+    assert refused.value.state == "unmappable_paths" and "Nothing was written" in str(refused.value)
+    assert refused.value.details["unmappable"] == ["textures/wood.png"]
+    assert not (tmp_path / "bundle").exists() and not os.listdir(tmp_path / "frames")
+
+
+def test_files_a_farm_that_moves_files_may_not_find_are_listed_with_why(
+    export: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """An absolute path, and a path relative to a linked library's folder (which the copy does not rebase), are
+    path_warnings; a path relative to the .blend travels with the bundle's files and is not."""
+    files = {name: tmp_path / "assets" / f"{name}.png" for name in ("near", "absolute", "stone")}
+    files["stone"] = tmp_path / "library" / "tex" / "stone.png"
+    for path in files.values():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"not read")
+    for name, written in (("Near", "//../assets/near.png"), ("Absolute", str(files["absolute"]))):
+        image = bpy.data.images.new(name, 4, 4)
+        image.source, image.filepath = "FILE", written
+        image.use_fake_user = True
+    stone = bpy.data.images.new("Stone", 4, 4)
+    stone.source, stone.filepath = "FILE", str(files["stone"])
+    bpy.data.libraries.write(str(tmp_path / "library" / "lib.blend"), {stone}, path_remap="RELATIVE_ALL")
+    bpy.data.images.remove(stone)
+    with bpy.data.libraries.load(str(tmp_path / "library" / "lib.blend"), link=True, relative=True) as (_, linked):
+        linked.images = ["Stone"]
+    assert linked.images[0].library is not None and linked.images[0].filepath == "//tex/stone.png"
+    bpy.ops.wm.save_mainfile()
+    answer = export()
+    assert sorted(answer["external_files"]) == sorted(
+        [str(files["near"]), str(files["absolute"]), str(files["stone"]), str(tmp_path / "library" / "lib.blend")]
+    )
+    warned = {entry["file"]: entry for entry in answer["path_warnings"]}
+    assert sorted(warned) == sorted([str(files["absolute"]), str(files["stone"])]), warned
+    assert answer["path_warning_count"] == 2 and "2 of them by a path a farm" in answer["summary"]
+    assert warned[str(files["absolute"])]["why"].startswith("an absolute path")
+    assert warned[str(files["stone"])]["path"] == "//tex/stone.png"
+    assert "relative to the folder of the library" in warned[str(files["stone"])]["why"]
