@@ -105,12 +105,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
     )
+    parser.add_argument(
+        "--stranger-user",
+        metavar="NAME",
+        help="the attacks are this OS user's (an existing account; run as root, e.g. after `useradd -M NAME`)",
+    )
     args = parser.parse_args(argv)
     if args.strangers_only:
         with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json") as blender:
             assert blender.endpoint is not None
             rows = under_strangers(
-                blender.runtime_file, blender.endpoint.port, blender.endpoint.headers(), 50 if args.quick else 200
+                blender.runtime_file,
+                blender.endpoint.port,
+                blender.endpoint.headers(),
+                50 if args.quick else 200,
+                args.stranger_user,
             )
         print(json.dumps(rows, indent=2) if args.json else "\n".join(stranger_lines(rows)))
         return 0
@@ -227,7 +236,9 @@ def main(argv: list[str] | None = None) -> int:
             for clients in (1, 4, 8):
                 report["throughput"].append(throughput(port, headers, clients, n // 2))
             report["flood"] = under_flood(port, headers, n)
-            report["strangers"] = under_strangers(runtime_file, port, headers, 50 if args.quick else 200)
+            report["strangers"] = under_strangers(
+                runtime_file, port, headers, 50 if args.quick else 200, args.stranger_user
+            )
             sizes = [1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]
             scale_sizes = sizes + ([1_000_000] if args.million else [])
     for floor in (tcp_floor, threaded_floor, http_floor):

@@ -5,8 +5,10 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -92,15 +94,36 @@ def honest_calls(call: Callable[[], bool], n: int, warmup: int = 10) -> dict[str
     return {**percentiles(samples), "lost": lost}
 
 
-def under_strangers(runtime_file: Path, port: int, headers: dict[str, str], n: int) -> list[dict[str, Any]]:
+def stranger_command(user: str | None, folder: Path) -> list[str]:
+    """How the stranger is started: by this user with this Python, or by another OS user (a real account, given
+    by name) with the system's Python, from a copy of the script that user may read (the checkout may be closed)."""
+    if user is None:
+        return [sys.executable, str(STRANGER)]
+    import pwd  # POSIX only: the bench's other tables run elsewhere too
+
+    entry = pwd.getpwnam(user)
+    folder.chmod(0o755)
+    copy = folder / STRANGER.name
+    shutil.copyfile(STRANGER, copy)
+    copy.chmod(0o644)
+    as_user = ["setpriv", f"--reuid={entry.pw_uid}", f"--regid={entry.pw_gid}", "--clear-groups", "--"]
+    return [*as_user, "/usr/bin/python3", str(copy)]
+
+
+def under_strangers(
+    runtime_file: Path, port: int, headers: dict[str, str], n: int, user: str | None = None
+) -> list[dict[str, Any]]:
     """Each attack a second process can make without a token (scripts/stranger.py: 300 idle, half-header or
     slowloris connections, or a connect flood), the honest calls through the relay and on a new connection each
     timed beside a quiet phase run just before, in the same run. Under the connect flood the same calls to the
     floor (one thread accepting and answering HTTP inline, the bridge's listen queue) show what the queue itself
-    costs: every connection the flood put in it before the honest one is accepted first."""
+    costs: every connection the flood put in it before the honest one is accepted first. `user`: the stranger is
+    that OS user (as root: `useradd -M NAME` makes one), as it is on a shared machine."""
     floor = InlineFloor(http_echo, backlog=BACKLOG)
     rows = []
     relay = Relay(runtime_file)
+    scratch = Path(tempfile.mkdtemp(prefix="bench-stranger-"))
+    stranger = stranger_command(user, scratch)
     try:
         for mode in STRANGER_MODES:
             paths: list[tuple[str, int, Callable[[], bool]]] = [
@@ -111,9 +134,7 @@ def under_strangers(runtime_file: Path, port: int, headers: dict[str, str], n: i
                 paths.append(("floor, new connection", floor.port, lambda: new_connection_call(floor.port, {})))
             for path, target, call in paths:
                 quiet = honest_calls(call, n)
-                load = subprocess.Popen(
-                    [sys.executable, str(STRANGER), str(target), mode, "300"], stdout=subprocess.PIPE, text=True
-                )
+                load = subprocess.Popen([*stranger, str(target), mode, "300"], stdout=subprocess.PIPE, text=True)
                 try:
                     assert load.stdout is not None and load.stdout.readline().strip() == "ready"
                     loud = honest_calls(call, n)
@@ -132,6 +153,7 @@ def under_strangers(runtime_file: Path, port: int, headers: dict[str, str], n: i
     finally:
         relay.close()
         floor.close()
+        shutil.rmtree(scratch)
     return rows
 
 
