@@ -1518,6 +1518,28 @@ def test_a_restore_tells_unused_datablocks_the_file_left_out_as_such_not_as_loss
     assert "left out unused datablocks (" in told["said"] and f"{unused} materials" in told["said"]
 
 
+def test_a_failed_load_leaves_no_count_of_unused_datablocks_behind_for_the_persons_next_undo(
+    bridge: Any, tmp_path: Path
+) -> None:
+    """A load counts the unused datablocks it will leave out (a .blend keeps none); one that fails loads nothing,
+    so the person's undo after it, which takes two new materials away, tells them as removed, not as left out."""
+    bad = tmp_path / "not-a-blend.blend"
+    bad.write_bytes(b"hello")
+    make = "for name in ('Spare', 'Spare2'):\n    bpy.data.materials.new(name)"
+    fail = f"try:\n    bpy.ops.wm.open_mainfile(filepath={str(bad)!r})\nexcept RuntimeError:\n    pass\nresult = {{}}"
+
+    async def script(client: SdkClient) -> Any:
+        made = await client.call_tool("execute_blender_code", {"code": make})
+        failed = await client.call_tool("execute_blender_code", {"code": fail})
+        assert not failed.is_error and "changes" not in failed.structured, failed.structured  # it changed nothing
+        _on_main(bridge, lambda: bpy.ops.ed.undo())
+        since = made.structured["changes"]["revision"]["after"]
+        return await client.call_tool("get_scene_changes", {"since_revision": since})
+
+    told = _calls(bridge, "2026-07-28", script).structured["changes"]
+    assert "orphans_dropped" not in told and told["datablocks"]["materials"] == -2, told
+
+
 def test_collections_nested_deeper_than_python_recurses_are_summarised_and_their_changes_told(bridge: Any) -> None:
     nest = (
         "parent = bpy.context.scene.collection\n"
