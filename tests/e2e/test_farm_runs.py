@@ -8,6 +8,7 @@ fails it; the frames written by then are kept."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -80,14 +81,33 @@ def export(bridge: Session, folder: Path, **arguments: Any) -> Path:
     return Path(answer["bundle_folder"])
 
 
+@functools.cache
+def adaptor_bin() -> Path:
+    """AWS's adaptor's environment, resolved once: a `uv tool run` in each task resolved it again at every frame,
+    and, where PYTHONDONTWRITEBYTECODE is set (this machine), each frame's start compiled its sources (docs/farms.md
+    › What it costs)."""
+    command = [
+        "uv",
+        "tool",
+        "run",
+        "--compile-bytecode",
+        "--from",
+        ADAPTOR,
+        "python",
+        "-c",
+        "import sys; print(sys.prefix)",
+    ]
+    prefix = subprocess.run(command, capture_output=True, text=True, check=True, timeout=600).stdout.strip()
+    return Path(prefix) / "bin"
+
+
 def farm_run(bundle: Path, folder: Path, blender: str | None = None) -> subprocess.Popen[str]:
     """`farm run` of the bundle with `blender` (default: the bpy wheel's), AWS's adaptor on its PATH."""
     tools = folder / "bin"
     tools.mkdir(exist_ok=True)
     blender = blender or str(blender_launcher.install(tools))
-    adaptor = tools / "blender-openjd"
-    adaptor.write_text(f'#!/bin/sh\nexec uv tool run --from {ADAPTOR} blender-openjd "$@"\n')
-    adaptor.chmod(0o755)
+    if not (tools / "blender-openjd").exists():
+        (tools / "blender-openjd").symlink_to(adaptor_bin() / "blender-openjd")
     uv_cache = subprocess.run(["uv", "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
     env = os.environ | {
         "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
