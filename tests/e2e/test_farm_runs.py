@@ -101,18 +101,24 @@ def adaptor_bin() -> Path:
     return Path(prefix) / "bin"
 
 
-def farm_run(bundle: Path, folder: Path, blender: str | None = None) -> subprocess.Popen[str]:
-    """`farm run` of the bundle with `blender` (default: the bpy wheel's), AWS's adaptor on its PATH."""
+def farm_run(
+    bundle: Path, folder: Path, blender: str | None = None, environ: dict[str, str] | None = None
+) -> subprocess.Popen[str]:
+    """`farm run` of the bundle with `blender` (default: the bpy wheel's), AWS's adaptor on its PATH, and `environ`."""
     tools = folder / "bin"
     tools.mkdir(exist_ok=True)
     blender = blender or str(blender_launcher.install(tools))
     if not (tools / "blender-openjd").exists():
         (tools / "blender-openjd").symlink_to(adaptor_bin() / "blender-openjd")
     uv_cache = subprocess.run(["uv", "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
-    env = os.environ | {
-        "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
-        "HERMES_IN_ROOT_BIND": uv_cache,  # the GUI tier's Blender runs in a root folder: the adaptor's client is there
-    }
+    env = (
+        os.environ
+        | {
+            "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+            "HERMES_IN_ROOT_BIND": uv_cache,  # the GUI tier's Blender runs in a root folder: the adaptor's client is there
+        }
+        | (environ or {})
+    )
     command = [str(HERMES_BLENDER), "farm", "run", str(bundle), "--blender", blender, "--json"]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
@@ -201,7 +207,8 @@ def test_a_cancel_during_a_frame_stops_the_run_and_every_process_it_started(brid
 def test_a_farm_run_killed_outright_leaves_neither_openjd_nor_its_blender_running(bridge: Session, shot: Path) -> None:
     """SIGKILL gives `farm run` no chance to cancel: the kernel tells `openjd` (PR_SET_PDEATHSIG), which cancels."""
     bundle = export(bridge, shot, frames="1-6", chunk_size=1)
-    run = farm_run(bundle, shot)
+    (shot / "tmp").mkdir()
+    run = farm_run(bundle, shot, environ={"TMPDIR": str(shot / "tmp")})  # the scratch a killed run cannot remove
     blender = _blender_of(run)
     started = psutil.Process(run.pid).children(recursive=True)
     openjd = [process for process in started if "openjd" in " ".join(process.cmdline())]
