@@ -70,7 +70,10 @@ def farm_rows(
     tools.mkdir()
     adaptor = folder / "adaptor-venv"  # installed as a farm host has it: a start per task costs no resolution
     subprocess.run(["uv", "venv", "-q", "--python", "3.11", str(adaptor)], check=True)
-    subprocess.run(["uv", "pip", "install", "-q", "--python", str(adaptor / "bin" / "python"), ADAPTOR], check=True)
+    subprocess.run(  # compiled: where PYTHONDONTWRITEBYTECODE is set, each task would compile the adaptor again
+        ["uv", "pip", "install", "-q", "--compile-bytecode", "--python", str(adaptor / "bin" / "python"), ADAPTOR],
+        check=True,
+    )
     (tools / "blender-openjd").symlink_to(adaptor / "bin" / "blender-openjd")
     uv_cache = subprocess.run(["uv", "cache", "dir"], capture_output=True, text=True, check=True).stdout.strip()
     env = os.environ | {"PATH": f"{tools}{os.pathsep}{os.environ['PATH']}", "HERMES_IN_ROOT_BIND": uv_cache}
