@@ -231,7 +231,7 @@ README_COMMANDS = {
     "hermes-blender call get_objects_summary": ("tests/e2e/test_readme_path.py", '_readme_args("call")'),
     "hermes-blender tools": ("tests/e2e/test_cli_helps.py", '_run("tools", "--runtime-file"'),
     "uv run hermes-blender demo": ("tests/e2e/test_cli.py", '[*CLI, "demo"]'),
-    "uv run pytest": (".ci/run", 'check "${UV[@]}" run pytest'),
+    "uv run pytest": (".ci/run", '\n"${UV[@]}" run pytest --durations'),
     "uv run mkdocs serve": ("tests/docs/test_site.py", '"mkdocs", "serve"'),
     "uv run mkdocs build --strict": ("tests/docs/conftest.py", '"mkdocs", "build", "--strict"'),
 }
