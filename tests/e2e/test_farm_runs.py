@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from hermes_blender.headless import HeadlessBlender
-from tests import blender_launcher
+from scripts.harness import blender_launcher
 from tests.gui.harness import blender_command, blender_version
 from tests.moving_cube import moving_cube
 from tests.tool_session import Session

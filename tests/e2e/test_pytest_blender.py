@@ -34,7 +34,7 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
 
 
 def test_a_blender_side_test_file_runs_inside_blender_through_pytest_blender(tmp_path: Path) -> None:
-    launcher = REPO_ROOT / "tests" / "blender_launcher.py"
+    launcher = REPO_ROOT / "scripts" / "harness" / "blender_launcher.py"
     blender = _executable(tmp_path / "blender", f'exec "{sys.executable}" "{launcher}" "$@"')
     run = _pytest("--blender-executable", str(blender), "tests/blender/test_objects_summary.py")
     assert run.returncode == 0, run.stdout + run.stderr
@@ -51,7 +51,7 @@ def test_plain_pytest_is_never_hijacked_even_with_a_blender_on_path(tmp_path: Pa
 
 
 def test_the_launcher_reports_a_version_without_importing_bpy_and_honours_python_exit_code(tmp_path: Path) -> None:
-    launcher = [sys.executable, str(REPO_ROOT / "tests" / "blender_launcher.py")]
+    launcher = [sys.executable, str(REPO_ROOT / "scripts" / "harness" / "blender_launcher.py")]
     version = subprocess.run([*launcher, "--version"], capture_output=True, text=True, timeout=60)
     installed = importlib.metadata.version("bpy")  # whichever line this environment runs (see the CI matrix)
     assert version.returncode == 0 and version.stdout.startswith(f"Blender {installed}\n")

@@ -20,8 +20,8 @@ import pytest
 
 from hermes_blender.farm import openjd_command
 from hermes_blender.headless import HeadlessBlender
-from tests import blender_launcher
-from tests.hermes.conftest import HermesHost
+from scripts.harness import blender_launcher
+from scripts.harness.hermes import HermesHost
 from tests.moving_cube import moving_cube
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX host layout and signals")

@@ -20,11 +20,13 @@ from typing import Any
 import pytest
 
 from hermes_blender.headless import HeadlessBlender
+from scripts.harness.hermes import HermesHost
 from tests.conftest import PLUGIN_ROOT
-from tests.hermes.conftest import HermesHost
 from tests.other_user import AS_NOBODY, needs_another_user
 
 SUMMARY = "mcp__blender__get_objects_summary"
+LAB_STAND_IN = Path(__file__).resolve().parents[1] / "lab" / "official_stand_in.py"
+"""In place of the official Blender Lab server, whose git host is not reachable here."""
 DELETE_CUBE = "call execute_blender_code " + json.dumps({"code": "bpy.data.objects.remove(bpy.data.objects['Cube'])"})
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX host layout and signals")
 
@@ -263,7 +265,7 @@ def test_with_the_lab_listener_off_and_another_user_on_its_port_hermes_registers
     agent's reaches that user."""
     hermes.install_blender()
     port = _free_port()
-    hermes.put_lab_stand_in(port)
+    hermes.put_lab_stand_in(LAB_STAND_IN, port)
     stranger = subprocess.Popen(
         [*AS_NOBODY, "/usr/bin/python3", "-c", LISTENER, str(port)], stdout=subprocess.PIPE, text=True
     )
@@ -287,7 +289,7 @@ def test_with_the_users_lab_listener_on_hermes_registers_the_lab_tool_and_a_call
 ) -> None:
     hermes.install_blender()
     port = _free_port()
-    hermes.put_lab_stand_in(port)
+    hermes.put_lab_stand_in(LAB_STAND_IN, port)
     code = json.dumps({"code": "import bpy\nresult = {'names': sorted(o.name for o in bpy.data.objects)}"})
     with HeadlessBlender(hermes.runtime_file, lab_port=port):
         session = hermes.start()
@@ -304,7 +306,7 @@ def test_hermes_offers_the_lab_tool_once_the_users_lab_listener_starts_and_withd
     """No `/reload-mcp`: the relay tells Hermes `notifications/tools/list_changed` and Hermes lists again."""
     hermes.install_blender()
     port = _free_port()
-    hermes.put_lab_stand_in(port)
+    hermes.put_lab_stand_in(LAB_STAND_IN, port)
     session = hermes.start()
     before = session.ask("discover blender_lab")["tools"]
     with HeadlessBlender(hermes.runtime_file, lab_port=port):
