@@ -31,7 +31,7 @@ def _host(tmp_path: Path, path: str = "") -> HostFacts:
 
 
 def _provision_uv(tmp_path: Path) -> Path:
-    """Hermes's package manager's record of its uv, in the shape tests/hermes/managed_uv.py writes with PM's code."""
+    """Hermes's package manager's record of its uv, in the shape scripts/harness/managed_uv.py writes with PM's code."""
     store = tmp_path / "hermes" / "tools"
     (store / "uv-0.12.3-linux-x64").mkdir(parents=True)
     uv = store / "uv-0.12.3-linux-x64" / "uv"
