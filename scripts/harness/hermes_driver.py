@@ -1,8 +1,8 @@
 """Runs INSIDE a real Hermes's virtual environment and drives Hermes's own code.
 
 This is our code calling Hermes's public and internal functions (none of Hermes is copied):
-the pytest side (test_real_hermes.py) starts it with the Hermes venv's Python, HERMES_HOME
-and HOME pointing at throw-away folders, and reads one JSON line per command from stdout.
+HermesDriver (hermes.py, for tests/hermes/ and the benchmark) starts it with the Hermes venv's Python,
+HERMES_HOME and HOME pointing at throw-away folders, and reads one JSON line per command from stdout.
 
 Commands (one per stdin line):
   inspect ROOT    what `hermes plugins install` decides about a plugin tree: scan verdict,
