@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from blender_addon.summaries import Summary, inverse, merge, nothing, said
+from blender_addon.summaries import Summary, frame_only, inverse, merge, nothing, said
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -112,3 +112,82 @@ def test_unused_datablocks_a_load_left_out_are_summed_and_told_as_such() -> None
 def test_one_span_that_removes_an_object_and_makes_another_of_its_name_tells_both() -> None:
     merged = merge([_span(0, 1, added=["Cube"], removed=["Cube"])])
     assert merged["added"] == ["Cube"] and merged["removed"] == ["Cube"] and merged["changed"] is True
+
+
+def test_a_rename_told_by_two_spans_is_listed_once() -> None:
+    there = {"from": "Box", "to": "Cube"}
+    merged = merge([_span(0, 1, renamed=[there]), _span(1, 2, renamed=[dict(there)])])
+    assert merged["renamed"] == [there] and merged["said"] == "renamed Box to Cube"
+
+
+def test_datablocks_made_and_removed_again_sum_to_no_change() -> None:
+    merged = merge(
+        [_span(0, 1, added=["Tmp"], datablocks={"meshes": 1}), _span(1, 2, removed=["Tmp"], datablocks={"meshes": -1})]
+    )
+    assert "datablocks" not in merged and merged["changed"] is False and merged["said"] == "nothing changed"
+
+
+def test_a_merge_too_long_for_the_answer_is_cut_at_the_budget_and_keeps_its_whole_counts() -> None:
+    names = [f"Rock_{i:05}" for i in range(3000)]  # about 39,000 characters: past the 20,000 of the budget
+    merged = merge([_span(0, 1, added=names, counts={"added": 9000}), _span(1, 2, transformed=["Cube"])])
+    assert merged["cut_at_budget"] is True and 0 < len(merged["added"]) < 3000
+    assert (
+        merged["counts"]["added"] == 9000 and "added Rock_00000, Rock_00001, Rock_00002 and 8997 more" in merged["said"]
+    )
+    whole = merge([_span(0, 1, added=["A"]), _span(1, 2, transformed=["Cube"])])
+    assert "counts" not in whole and "cut_at_budget" not in whole
+
+
+def test_said_tells_each_move_from_where_to_where_and_datablocks_by_their_sign() -> None:
+    told = said(
+        {
+            "renamed": [{"from": "A", "to": "B"}],
+            "counts": {"renamed": 4},
+            "datablocks": {"lights": -1, "meshes": 2},
+            "active_object": {"from": "Cube", "to": "Leg"},
+            "frame_changed": {"from": 1, "to": 9},
+            "scene_changed": {"render.engine": {"from": "EEVEE", "to": "CYCLES"}},
+            "file": [{"event": "saved", "path": "/tmp/a.blend"}, {"event": "opened"}],
+            "unreadable": "a datablock that cannot be read",
+        }
+    )
+    assert told == (
+        "renamed A to B and 3 more; datablocks lights -1, meshes +2; active object Cube -> Leg; frame 1 -> 9; "
+        "scene render.engine EEVEE -> CYCLES; file saved (/tmp/a.blend); file opened; "
+        "changed the scene in ways the bridge could not read (a datablock that cannot be read)"
+    )
+
+
+def test_a_material_given_to_more_objects_than_listed_counts_them_all() -> None:
+    given = [{"object": o, "material": "Wood"} for o in ("Chair", "Back")]
+    assert (
+        said({"materials_given": given, "counts": {"materials_given": 10}})
+        == "gave Chair, Back and 8 more material Wood"
+    )
+
+
+def test_file_events_of_every_span_are_told_in_order() -> None:
+    saved, opened = {"event": "saved", "path": "/tmp/a.blend"}, {"event": "opened", "path": "/tmp/b.blend"}
+    assert merge([_span(0, 1, file=[saved]), _span(1, 2, file=[opened])])["file"] == [saved, opened]
+
+
+def test_what_could_not_be_read_is_kept_by_a_merge_and_by_an_inverse() -> None:
+    unread = _span(0, 1, unreadable="a datablock that cannot be read")
+    assert merge([unread, _span(1, 2, transformed=["Cube"])])["unreadable"] == "a datablock that cannot be read"
+    assert "could not read" in inverse(unread)["said"]
+
+
+def test_the_selection_an_undo_names_is_whole_and_drops_the_cut_count_of_the_one_before() -> None:
+    merged = merge([_span(0, 1, selection=["A", "B"], counts={"selection": 9})], selection=["C"])
+    assert merged["selection"] == ["C"] and "counts" not in merged and merged["said"] == "selection now C"
+
+
+def test_the_inverse_of_a_cut_summary_is_cut_too_with_its_counts_swapped() -> None:
+    undone = inverse(_span(0, 1, added=["A"], counts={"added": 4000}, cut_at_budget=True))
+    assert undone["counts"] == {"removed": 4000} and undone["cut_at_budget"] is True
+
+
+def test_only_a_summary_of_nothing_but_a_frame_move_is_frame_only() -> None:
+    assert frame_only(_span(0, 1, frame_changed={"from": 1, "to": 2}))
+    assert not frame_only(_span(0, 1, frame_changed={"from": 1, "to": 2}, transformed=["Cube"]))
+    assert not frame_only(_span(0, 1, transformed=["Cube"]))
