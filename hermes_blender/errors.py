@@ -51,7 +51,7 @@ class UnsafeFolder(BlenderBridgeError):
 
 class FarmRunError(BlenderBridgeError):
     """A job bundle could not be run here (`hermes-blender farm run`): `state` names why (`openjd_missing`,
-    `blender_missing`, `not_a_bundle`, `invalid_template`, ...); nothing was rendered."""
+    `blender_missing`, `not_a_bundle`, `unsafe_folder`, `invalid_template`, ...); nothing was rendered."""
 
     def __init__(self, message: str, *, state: str) -> None:
         super().__init__(message)

@@ -115,6 +115,7 @@ class Bundle:
 
         self.folder = folder.expanduser().absolute()
         self.template_path = self.folder / "template.yaml"
+        _judge_folder(self.folder)
         try:
             template = yaml.safe_load(self.template_path.read_text(encoding="utf-8"))
             listed = yaml.safe_load((self.folder / "parameter_values.yaml").read_text(encoding="utf-8"))
@@ -134,6 +135,34 @@ class Bundle:
                 state="not_a_bundle",
             ) from None
         self.commands = {str(command) for command in _commands(template)}
+
+
+def _judge_folder(folder: Path) -> None:
+    """A bundle runs its template's commands, so it is run only from a folder nobody else may change, nor any folder
+    or link on the way to it (own_folders.py): else another user's template ran as this user (root too), or theirs
+    was swapped in between `openjd check` and `openjd run`. FarmRunError `unsafe_folder`; a folder that is not there
+    is `not_a_bundle`, and nothing is made."""
+    from .errors import UnsafeFolder
+    from .own_folders import hold_folder
+
+    if not folder.is_dir():
+        raise FarmRunError(
+            f"{folder} is not a folder; a job bundle is a folder holding template.yaml and parameter_values.yaml "
+            "(export_render_job writes both)",
+            state="not_a_bundle",
+        )
+    try:
+        held = hold_folder(folder, judge_way=True)
+    except UnsafeFolder as exc:
+        raise FarmRunError(
+            f"{exc}. A bundle's template runs commands, so it runs only from a folder nobody else may change: copy "
+            "it into a folder of your own. Nothing was run",
+            state="unsafe_folder",
+        ) from None
+    except OSError as exc:
+        raise FarmRunError(f"{folder} could not be opened ({exc.strerror or exc})", state="not_a_bundle") from None
+    if held is not None:
+        os.close(held)
 
 
 def _commands(node: Any) -> Iterator[Any]:

@@ -43,7 +43,8 @@ FARM_TASK_TOOLS = [
             f"task_id. Ask {GET_RUN} every poll_interval_ms; {CANCEL_RUN} stops it (the frames written stay). "
             "Only where the person at Blender lets the agent change things without asking (full; else read_only or "
             "confirmation_unavailable). Checked first, each a named state: openjd_missing, blender_missing, "
-            "adaptor_missing, not_a_bundle, invalid_template. One run works at a time."
+            "adaptor_missing, not_a_bundle, unsafe_folder (a folder another user may change), invalid_template. One run "
+            "works at a time."
         ),
         input_schema={
             "type": "object",

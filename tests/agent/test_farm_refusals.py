@@ -16,6 +16,7 @@ import pytest
 from blender_addon.tools.job_templates import Job
 from hermes_blender.errors import FarmRunError
 from hermes_blender.farm import FarmRun
+from tests.other_user import OtherUser, needs_a_made_user
 
 pytestmark = pytest.mark.timeout(300)
 HERMES_BLENDER = Path(sys.executable).parent / "hermes-blender"
@@ -101,3 +102,69 @@ def test_a_folder_that_is_no_bundle_is_refused_on_the_command_line_with_its_stat
     )
     assert done.returncode == 2
     assert json.loads(done.stdout)["state"] == "not_a_bundle" and "[not_a_bundle]" in done.stderr
+
+
+def shared_folder(tmp_path: Path) -> Path:
+    """A folder every user may add to (sticky, as /tmp), under folders everyone may enter."""
+    tmp_path.chmod(0o755)
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)
+    return shared
+
+
+def given_to(user: OtherUser, folder: Path) -> Path:
+    subprocess.run(["chown", "-R", f"{user.uid}:{user.gid}", str(folder)], check=True, timeout=60)
+    return folder
+
+
+@needs_a_made_user
+def test_a_bundle_in_a_folder_another_user_owns_is_unsafe_folder_and_runs_nothing(
+    tmp_path: Path, other_user: OtherUser
+) -> None:
+    """Their template is their code: root (or anyone) never runs it, nor writes a log in their folder."""
+    folder = given_to(other_user, bundle(shared_folder(tmp_path) / "bundle"))
+    error = refused(folder)
+    assert error.state == "unsafe_folder", str(error)
+    assert f"uid {other_user.uid}" in str(error)
+    assert not (folder / "logs").exists()
+
+
+@needs_a_made_user
+def test_a_bundle_reached_through_a_link_another_user_planted_is_unsafe_folder(
+    tmp_path: Path, other_user: OtherUser
+) -> None:
+    """The link's owner could name another bundle between `openjd check` and `openjd run`."""
+    mine = bundle(tmp_path / "mine")
+    link = shared_folder(tmp_path) / "bundle"
+    link.symlink_to(mine)
+    os.lchown(link, other_user.uid, other_user.gid)  # as if they made it (pytest's folders are closed to them)
+    error = refused(link)
+    assert error.state == "unsafe_folder", str(error)
+    assert not (mine / "logs").exists()
+
+
+@needs_a_made_user
+def test_a_bundle_in_a_folder_another_user_may_write_is_unsafe_folder(tmp_path: Path, other_user: OtherUser) -> None:
+    """Its group may write it and has another member: the template could be swapped after it is checked."""
+    folder = bundle(tmp_path / "bundle")
+    os.chown(folder, 0, other_user.gid)
+    folder.chmod(0o770)
+    error = refused(folder)
+    assert error.state == "unsafe_folder", str(error)
+    assert not (folder / "logs").exists()
+
+
+@needs_a_made_user
+def test_a_bundle_of_ones_own_inside_another_users_folder_is_unsafe_folder(
+    tmp_path: Path, other_user: OtherUser
+) -> None:
+    """They may rename it and put a bundle of theirs in its place between `openjd check` and `openjd run`."""
+    theirs = tmp_path / "theirs"
+    theirs.mkdir(mode=0o755)
+    folder = bundle(theirs / "bundle")
+    os.chown(theirs, other_user.uid, other_user.gid)
+    error = refused(folder)
+    assert error.state == "unsafe_folder", str(error)
+    assert f"{theirs} (on the way to {folder})" in str(error)
+    assert not (folder / "logs").exists()
