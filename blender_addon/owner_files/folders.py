@@ -27,13 +27,13 @@ MAX_LINKS = 40
 """Links followed on the way to one folder at most (the kernel's own bound)."""
 
 
-def own_folder(folder: Path, *, create: bool = True) -> bool:
+def own_folder(folder: Path, *, create: bool = True, private: bool = True) -> bool:
     """Check that only this process's user can change `folder` (absolute), making what is missing (0700) when
     `create`. Each folder on the way is this user's or root's and nobody else may rename its entries (a sticky one
     such as /tmp may be on the way); a link on the way is followed only if this user or root made it (it sits in a
     folder nobody else may change, so nobody can swap it later); the folder itself is this user's, neither shared
     (sticky) nor writable by others, and made 0700. False: it does not exist and `create` is false. Raises
-    NotOwnFolder, saying why."""
+    NotOwnFolder, saying why. Not `private`: a folder that was there keeps its mode (only judged)."""
     if not folder.is_absolute():
         raise NotOwnFolder(f"{folder} is not an absolute path")
     if not HELD:
@@ -43,7 +43,7 @@ def own_folder(folder: Path, *, create: bool = True) -> bool:
     path = folder
     for _ in range(MAX_LINKS):
         try:
-            return _walk(path, folder, create=create)
+            return _walk(path, folder, create=create, private=private)
         except _TrustedLink as link:
             path = link.target
     raise NotOwnFolder(f"more than {MAX_LINKS} links on the way to {folder}")
@@ -56,7 +56,7 @@ class _TrustedLink(Exception):
         self.target = target
 
 
-def _walk(path: Path, folder: Path, *, create: bool) -> bool:
+def _walk(path: Path, folder: Path, *, create: bool, private: bool = True) -> bool:
     me = os.geteuid()
     fd: int | None = os.open(path.anchor, _FOLDER)
     here = Path(path.anchor)
@@ -82,7 +82,7 @@ def _walk(path: Path, folder: Path, *, create: bool) -> bool:
             raise NotOwnFolder(f"{folder} is a shared folder (sticky, such as /tmp): name a folder of its own in it")
         if (why := others_may_write(found, fd)) is not None:
             raise NotOwnFolder(f"{folder} is not the bridge's own: {why}")
-        if stat.S_IMODE(found.st_mode) != 0o700:
+        if private and stat.S_IMODE(found.st_mode) != 0o700:
             os.fchmod(fd, 0o700)  # nobody else may write it: made unreadable to them too
         return True
     finally:

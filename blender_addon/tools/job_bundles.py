@@ -9,6 +9,7 @@ first, each as a named state, and a refusal writes nothing.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import shutil
@@ -411,18 +412,28 @@ def _output_folder(raw: str, in_blend_folder: bool) -> Path:
 
 
 def _bundle_folder(raw: str) -> tuple[Path, bool]:
-    """The bundle's folder, and whether this call made it: a new one (0700), or one that is empty."""
-    folder = _absolute(raw, "bundle_folder")
-    try:
-        folder.mkdir(mode=0o700)
-        return folder, True
-    except FileExistsError:
-        if folder.is_dir() and not any(folder.iterdir()):
-            return folder, False
+    """The bundle's folder, and whether this call made it: a new one (0700), or one that is empty. Either way only
+    this user may change it or any folder on the way, and a link on the way is one this user or root made
+    (owner_files.folders): else another user could edit the template `farm run` runs, or swap the folder for a link
+    while the bundle is written. Another user's is `unsafe_folder`, and nothing is written."""
+    if "\0" in raw or not os.path.isabs(os.path.expanduser(raw)):
         raise ToolError(
-            f"{folder} is there and is not an empty folder; a bundle is written into a new or empty folder only, so "
-            "nothing in it is replaced. Nothing was written",
-            state="bundle_folder_not_empty",
+            f"bundle_folder must be an absolute path: {raw[:200]!r}. Nothing was written", state="invalid_path"
+        )
+    folder = Path(os.path.abspath(os.path.expanduser(raw)))  # not resolved: each link on the way is judged
+    if os.path.lexists(folder) and not os.path.islink(folder) and not folder.is_dir():
+        raise _not_empty(folder)
+    try:
+        made = not own_folder(folder, create=False, private=False)
+        if made:
+            if not folder.parent.is_dir():
+                raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), str(folder.parent))
+            own_folder(folder)  # made 0700; one another user made meanwhile is theirs, refused
+    except NotOwnFolder as exc:
+        raise ToolError(
+            f"the bundle folder is not safe to write a bundle in: {exc}. Name a folder only you may change. Nothing "
+            "was written",
+            state="unsafe_folder",
         ) from None
     except OSError as exc:
         raise ToolError(
@@ -430,6 +441,18 @@ def _bundle_folder(raw: str) -> tuple[Path, bool]:
             "Nothing was written",
             state="invalid_path",
         ) from None
+    folder = Path(os.path.realpath(folder))  # links on the way are this user's or root's: nobody can swap them
+    if not made and any(folder.iterdir()):
+        raise _not_empty(folder)
+    return folder, made
+
+
+def _not_empty(folder: Path) -> ToolError:
+    return ToolError(
+        f"{folder} is there and is not an empty folder; a bundle is written into a new or empty folder only, so "
+        "nothing in it is replaced. Nothing was written",
+        state="bundle_folder_not_empty",
+    )
 
 
 def default_jobs_folder() -> Path:
@@ -517,7 +540,7 @@ EXPORT_RENDER_JOB = Tool(
     "written: an unsaved or never-saved file, missing external files or ones relative to the working folder, a "
     "video output format, frames malformed, empty or outside the scene's range, a scene, view layer or camera not "
     "there, an output folder not writable or inside the .blend's folder, a bundle folder that is not new or empty, "
-    "a jobs folder another user may change (unsafe_folder). The answer says what the job renders, where frames "
+    "a bundle or jobs folder another user may change, or a link of theirs on the way (unsafe_folder). The answer says what the job renders, where frames "
     "land and which files it reads (path_warnings: those a farm that moves files may not find).",
     export_render_job,
     input_schema=EXPORT_SCHEMA,

@@ -263,3 +263,67 @@ def test_files_a_farm_that_moves_files_may_not_find_are_listed_with_why(
     assert warned[str(files["absolute"])]["why"].startswith("an absolute path")
     assert warned[str(files["stone"])]["path"] == "//tex/stone.png"
     assert "relative to the folder of the library" in warned[str(files["stone"])]["why"]
+
+
+def _named_folder_of_another_user(shared: Path, elsewhere: Path) -> Path:
+    (shared / "bundle").mkdir(mode=0o777)
+    os.chown(shared / "bundle", NOBODY, NOBODY)
+    return shared / "bundle"
+
+
+def _named_link_another_user_planted(shared: Path, elsewhere: Path) -> Path:
+    (shared / "bundle").symlink_to(elsewhere)
+    os.lchown(shared / "bundle", NOBODY, NOBODY)
+    return shared / "bundle"
+
+
+def _named_folder_inside_another_users(shared: Path, elsewhere: Path) -> Path:
+    (shared / "theirs").mkdir(mode=0o755)
+    os.chown(shared / "theirs", NOBODY, NOBODY)
+    return shared / "theirs" / "bundle"
+
+
+@needs_another_user
+@pytest.mark.parametrize(
+    "plant",
+    [_named_folder_of_another_user, _named_link_another_user_planted, _named_folder_inside_another_users],
+    ids=["their empty folder", "their link", "in their folder"],
+)
+def test_a_bundle_folder_the_agent_names_that_another_user_may_change_is_unsafe_folder_and_nothing_is_written(
+    export: Callable[..., dict[str, Any]], errors: ModuleType, tmp_path: Path, plant: Callable[..., Path]
+) -> None:
+    """In a folder every user may add to (sticky, as /tmp): their folder, their link to a folder of ours, or a new
+    folder in a folder of theirs would let them edit the template `farm run` runs, or swap the folder meanwhile."""
+    shared, elsewhere = tmp_path / "shared", tmp_path / "elsewhere"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    elsewhere.mkdir(mode=0o700)
+    named = plant(shared, elsewhere)
+    with pytest.raises(errors.ToolError) as refused:
+        export(bundle_folder=str(named))
+    assert refused.value.state == "unsafe_folder" and "Nothing was written" in str(refused.value), refused.value
+    assert os.listdir(elsewhere) == [] and not os.listdir(tmp_path / "frames")
+    if named.is_dir():
+        assert os.listdir(named) == []
+
+
+def test_a_new_bundle_folder_in_a_shared_sticky_folder_is_written_owner_only(
+    export: Callable[..., dict[str, Any]], tmp_path: Path
+) -> None:
+    """Nobody else may rename or change a folder of ours in /tmp: it is a bundle folder like any other."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    done = export(bundle_folder=str(shared / "bundle"))
+    assert done["bundle_folder"] == str(shared / "bundle") and (shared / "bundle" / "template.yaml").is_file()
+    assert stat.S_IMODE((shared / "bundle").stat().st_mode) == 0o700
+
+
+def test_a_folder_named_that_is_not_empty_keeps_its_mode(
+    export: Callable[..., dict[str, Any]], errors: ModuleType, tmp_path: Path
+) -> None:
+    (tmp_path / "project").chmod(0o755)
+    with pytest.raises(errors.ToolError) as refused:
+        export(bundle_folder=str(tmp_path / "project"))
+    assert refused.value.state == "bundle_folder_not_empty"
+    assert stat.S_IMODE((tmp_path / "project").stat().st_mode) == 0o755
