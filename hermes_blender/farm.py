@@ -218,7 +218,12 @@ def _check(openjd: list[str], bundle: Bundle, environ: dict[str, str]) -> None:
     """`openjd check` on the template: a bundle edited into an invalid one is refused before anything runs."""
     try:
         checked = subprocess.run(
-            [*openjd, "check", str(bundle.template_path)], capture_output=True, text=True, timeout=300, env=environ
+            [*openjd, "check", str(bundle.template_path)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=environ,
+            preexec_fn=_ended_with_this_process(),  # a farm run killed outright takes its check along
         )
     except OSError as exc:
         raise FarmRunError(f"`{shlex.join(openjd)}` could not be started: {exc}", state="openjd_missing") from None

@@ -80,3 +80,49 @@ def test_a_cancel_kills_the_processes_openjds_own_cancel_leaves(tmp_path: Path) 
     finally:
         if daemon is not None and running(daemon):
             daemon.kill()
+
+
+SLOW_CHECK = """
+import os, sys, time
+if sys.argv[1] == "check":
+    open(os.environ["CHECK_PID"] + ".partial", "w").write(str(os.getpid()))
+    os.replace(os.environ["CHECK_PID"] + ".partial", os.environ["CHECK_PID"])
+    time.sleep(600)
+"""
+
+
+def test_a_farm_run_killed_during_openjd_check_leaves_no_check_running(tmp_path: Path) -> None:
+    """SIGKILL while `openjd check` judges the template: the kernel ends the check too (PR_SET_PDEATHSIG)."""
+    import os
+    import shlex
+    import signal
+    import subprocess
+
+    fake = tmp_path / "openjd.py"
+    fake.write_text(SLOW_CHECK)
+    pid_file = tmp_path / "check.pid"
+    env = {**os.environ, "HERMES_BLENDER_OPENJD": shlex.join([sys.executable, str(fake)]), "CHECK_PID": str(pid_file)}
+    folder = escaping_bundle(tmp_path / "bundle", tmp_path / "unused.pid")
+    farm = subprocess.Popen(
+        [str(Path(sys.executable).parent / "hermes-blender"), "farm", "run", str(folder)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    check = None
+    try:
+        deadline = time.monotonic() + 60
+        while not pid_file.exists():
+            assert farm.poll() is None and time.monotonic() < deadline, "the check never started"
+            time.sleep(0.05)
+        check = psutil.Process(int(pid_file.read_text()))
+        farm.send_signal(signal.SIGKILL)
+        farm.wait(30)
+        deadline = time.monotonic() + 10
+        while running(check) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not running(check), "openjd check outlived the farm run that started it"
+    finally:
+        farm.kill()
+        if check is not None and running(check):
+            check.kill()
