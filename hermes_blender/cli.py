@@ -461,10 +461,18 @@ def _write_pictures(
     from .errors import UnsafeFolder
     from .own_folders import hold_folder
 
-    where = folder if folder is not None else Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
+    made: Path | None = None
+    if folder is None:
+        try:
+            made = Path(tempfile.mkdtemp(prefix=f"{tool}-", dir=Path.cwd()))
+        except OSError as exc:  # a working folder this user may not write to: the call is done, its answer is told
+            return (), [f"the answer's pictures could not be written in a new folder in {Path.cwd()}: {_reason(exc)}"]
+    where = made if made is not None else folder
     try:
         held = hold_folder(where, judge_way=True)
     except (OSError, UnsafeFolder) as exc:
+        if made is not None:
+            made.rmdir()  # empty, and ours: refused only for where it lies
         return (), [f"the answer's pictures could not be written in {where}: {_reason(exc)}"]
     written, unwritten = [], []
     try:

@@ -451,6 +451,42 @@ def test_pictures_are_never_written_through_a_link_another_user_planted_on_the_w
     assert list(roots.iterdir()) == []
 
 
+def _montage_here(blender: HeadlessBlender, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`call get_view_montage --json` with no --images, run in `cwd`: its picture goes to a new folder there."""
+    arguments = json.dumps({"tile_size": 64, "views": ["front"]})
+    return subprocess.run(
+        [*CLI, "call", "get_view_montage", "--arguments", arguments, "--runtime-file", str(blender.runtime_file)]
+        + ["--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+    )
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="a working folder no one may make a folder in: /proc")
+@pytest.mark.timeout(300)
+def test_pictures_with_no_folder_to_go_to_are_said_and_the_answer_is_printed(blender: HeadlessBlender) -> None:
+    """Run where no folder can be made (a read-only place, another user's folder): the call is done all the same."""
+    run = _montage_here(blender, Path("/proc"))
+    _answered_without_pictures(run)
+    assert "could not be written in a new folder in /proc" in run.stderr and "Traceback" not in run.stderr
+
+
+@needs_a_made_user
+@pytest.mark.timeout(300)
+def test_pictures_refused_in_another_users_folder_leave_no_folder_behind_there(
+    blender: HeadlessBlender, users_folder: tuple[Path, Path], other_user: OtherUser
+) -> None:
+    """Root runs `call` in Ana's folder: the new folder for the pictures would be root's inside hers (she could
+    rename it), so it is refused, and the empty folder made to find that out is removed."""
+    theirs, _ = users_folder
+    run = _montage_here(blender, theirs)
+    _answered_without_pictures(run)
+    assert "is not safe: it belongs to another user" in run.stderr, run.stderr
+    assert list(theirs.iterdir()) == []
+
+
 def _of_nobody(folder: Path) -> str:
     if os.name != "posix" or os.geteuid() != 0:
         pytest.skip("giving a folder to another user needs root")
