@@ -52,6 +52,19 @@ from .official import official_lines, official_stack
 from .scale import scale_lines, scale_table
 from .strangers import stranger_lines, under_strangers
 
+ONLY = {
+    "--official-only": "with --official-stack: only the official stack's rows",
+    "--hermes-only": "with --official-stack: only a Hermes call through the plugin beside the official stack, in one Hermes",
+    "--scale-only": "only the scale table (big scenes), a Blender per row",
+    "--history-only": "only the change summaries' and checkpoints' table, a Blender per row",
+    "--cold-start-only": "only `hermes-blender mcp`'s start to its initialize answer, beside the minimal SDK stdio server",
+    "--farm-only": "only the farm rows: `farm run` of a bundle beside `blender -b FILE -a`, calls during a farm run",
+    "--api-only": "only the API look-up's and a successful code call's cost",
+    "--modes-only": "only the agent's mode's cost in full mode (the consent check)",
+    "--strangers-only": "only the honest calls beside another process's attacks",
+}
+"""The flags that choose one table (or one row) alone, and what each runs."""
+
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/bench.py", description=PACKAGE_DOC.splitlines()[0])
@@ -66,87 +79,47 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CHECKOUT",
         help="also run the official Blender Lab stack from this source checkout (upstream 4309a39), beside ours",
     )
-    parser.add_argument(
-        "--official-only", action="store_true", help="with --official-stack: only the official stack's rows"
-    )
-    parser.add_argument(
-        "--hermes-only",
-        action="store_true",
-        help="with --official-stack: only a Hermes call through the plugin beside the official stack, in one Hermes",
-    )
+    for flag, text in ONLY.items():
+        parser.add_argument(flag, action="store_true", help=text)
     parser.add_argument(
         "--million", action="store_true", help="add 1,000,000-object scenes to the scale table (minutes, about 4 GiB)"
     )
-    parser.add_argument(
-        "--scale-only", action="store_true", help="only the scale table (big scenes), a Blender per row"
-    )
-    parser.add_argument(
-        "--history-only",
-        action="store_true",
-        help="only the change summaries' and checkpoints' table, a Blender per row",
-    )
-    parser.add_argument(
-        "--cold-start-only",
-        action="store_true",
-        help="only `hermes-blender mcp`'s start to its initialize answer, beside the minimal SDK stdio server",
-    )
-    parser.add_argument(
-        "--farm-only",
-        action="store_true",
-        help="only the farm rows: `farm run` of a bundle beside `blender -b FILE -a`, calls during a farm run",
-    )
-    parser.add_argument(
-        "--api-only", action="store_true", help="only the API look-up's and a successful code call's cost"
-    )
-    parser.add_argument(
-        "--modes-only", action="store_true", help="only the agent's mode's cost in full mode (the consent check)"
-    )
     parser.add_argument("--flood", type=int, metavar="PORT", help=argparse.SUPPRESS)
-    parser.add_argument(
-        "--strangers-only", action="store_true", help="only the honest calls beside another process's attacks"
-    )
     parser.add_argument(
         "--stranger-user",
         metavar="NAME",
         help="the attacks are this OS user's (an existing account; run as root, e.g. after `useradd -M NAME`)",
     )
     args = parser.parse_args(argv)
-    if args.strangers_only:
+    quick = args.quick
+
+    def strangers() -> list[dict[str, Any]]:
         with tempfile.TemporaryDirectory() as folder, HeadlessBlender(Path(folder) / "server.json") as blender:
             assert blender.endpoint is not None
-            rows = under_strangers(
-                blender.runtime_file,
-                blender.endpoint.port,
-                blender.endpoint.headers(),
-                50 if args.quick else 200,
-                args.stranger_user,
-            )
-        print(json.dumps(rows, indent=2) if args.json else "\n".join(stranger_lines(rows)))
-        return 0
-    if args.scale_only:
-        rows = scale_table(([1_000, 10_000] if args.quick else [1_000, 10_000, 100_000]) + [1_000_000] * args.million)
-        print(json.dumps(rows, indent=2) if args.json else "\n".join(scale_lines(rows)))
-        return 0
-    if args.history_only:
-        rows = history_table([1_000, 100_000] + [1_000_000] * args.million, 10 if args.quick else 30)
-        print(json.dumps(rows, indent=2) if args.json else "\n".join(history_lines(rows)))
-        return 0
-    if args.cold_start_only:
-        rows = cold_starts(5 if args.quick else 41)
-        print(json.dumps(rows, indent=2) if args.json else "\n".join(cold_start_lines(rows)))
-        return 0
-    if args.api_only:
-        report = api_table(100 if args.quick else 1000)
-        print(json.dumps(report, indent=2) if args.json else "\n".join(api_lines(report)))
-        return 0
-    if args.modes_only:
-        report = modes_table(200 if args.quick else 2000)
-        print(json.dumps(report, indent=2) if args.json else "\n".join(modes_lines(report)))
-        return 0
-    if args.farm_only:
-        report = farm_table(50 if args.quick else 200)
-        print(json.dumps(report, indent=2) if args.json else "\n".join(farm_lines(report)))
-        return 0
+            endpoint = blender.endpoint
+            n = 50 if quick else 200
+            return under_strangers(blender.runtime_file, endpoint.port, endpoint.headers(), n, args.stranger_user)
+
+    alone: dict[str, tuple[Callable[[], Any], Callable[[Any], list[str]]]] = {
+        "strangers_only": (strangers, stranger_lines),
+        "scale_only": (
+            lambda: scale_table(([1_000, 10_000] if quick else [1_000, 10_000, 100_000]) + [1_000_000] * args.million),
+            scale_lines,
+        ),
+        "history_only": (
+            lambda: history_table([1_000, 100_000] + [1_000_000] * args.million, 10 if quick else 30),
+            history_lines,
+        ),
+        "cold_start_only": (lambda: cold_starts(5 if quick else 41), cold_start_lines),
+        "api_only": (lambda: api_table(100 if quick else 1000), api_lines),
+        "modes_only": (lambda: modes_table(200 if quick else 2000), modes_lines),
+        "farm_only": (lambda: farm_table(50 if quick else 200), farm_lines),
+    }
+    for flag, (measured, lines) in alone.items():
+        if getattr(args, flag):
+            table = measured()
+            print(json.dumps(table, indent=2) if args.json else "\n".join(lines(table)))
+            return 0
     if args.flood is not None:
         flood(args.flood)
         return 0

@@ -8,7 +8,7 @@ import platform
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,26 @@ def timed(fn: Callable[[], object], n: int, warmup: int = 20) -> dict[str, float
     return percentiles(samples)
 
 
+def accepted(sock: socket.socket) -> Iterator[socket.socket]:
+    """A floor's connections, Nagle off on each, until its listener is closed."""
+    while True:
+        try:
+            conn, _ = sock.accept()
+        except OSError:
+            return
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        yield conn
+
+
+def served(handler: Callable[[socket.socket], None], conn: socket.socket) -> None:
+    """One connection, answered to its end and closed: a client gone mid-answer is no failure of a floor."""
+    with conn:
+        try:
+            handler(conn)
+        except OSError:
+            pass
+
+
 class Floor:
     """Minimal loopback servers: the best any bridge could do on this machine."""
 
@@ -71,20 +91,8 @@ class Floor:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                self._handler(conn)
-            except OSError:
-                pass
+        for conn in accepted(self.sock):
+            threading.Thread(target=served, args=(self._handler, conn), daemon=True).start()
 
     def close(self) -> None:
         self.sock.close()
@@ -101,17 +109,8 @@ class InlineFloor:
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                try:
-                    self._handler(conn)
-                except OSError:
-                    pass
+        for conn in accepted(self.sock):
+            served(self._handler, conn)
 
     def close(self) -> None:
         self.sock.close()
