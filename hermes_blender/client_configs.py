@@ -608,6 +608,7 @@ def _swap(
             return False
         if seen is None:
             return _create(aside, path)
+        ours = _inode(aside)  # taken before: after the exchange the client may already have removed the name
         try:
             exchanged = _exchange(aside, path)
         except FileNotFoundError:
@@ -615,7 +616,6 @@ def _swap(
         if not exchanged:
             os.replace(aside, path)
             return True
-        ours = _inode(path)
         try:
             if _unchanged(aside, seen):
                 return True
@@ -626,8 +626,8 @@ def _swap(
         except OSError as exc:
             kept = aside  # it may be the only copy of another writer's save: never removed
             raise ConnectError(
-                f"{path} was exchanged with the merged file, and putting the file it held back failed "
-                f"({exc.strerror or exc}): {path} holds the merge; the file it held is kept at {kept}"
+                f"{path} was exchanged with the merged file, and giving the file it held its name back failed "
+                f"({exc.strerror or exc}): the file it held is kept at {kept}; compare the two"
             ) from None
         return False
     finally:

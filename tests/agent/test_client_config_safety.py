@@ -258,9 +258,37 @@ def test_a_put_back_that_fails_says_where_each_file_is_and_removes_neither(
     with pytest.raises(ConnectError) as refused:
         write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
     kept = exchanges[0]
-    assert f"{path} holds the merge; the file it held is kept at {kept}" in str(refused.value)
+    assert f"the file it held is kept at {kept}" in str(refused.value)
     assert json.loads(kept.read_text()) == {"theme": "dark", "saved-meanwhile": True}
     assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the exchange is Linux's renameat2")
+def test_a_config_removed_right_after_the_exchange_keeps_the_save_it_displaced_and_says_where(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A client saved just before the exchange and removed the config just after it: its save, displaced by the
+    exchange, cannot be given its name back (there is none), so it is kept and named, never "nothing was changed"."""
+    path = tmp_path / "settings.json"
+    path.write_text('{"theme": "dark"}')
+    exchanges: list[Path] = []
+
+    def exchange(first: Path, second: Path) -> bool:
+        exchanges.append(first)
+        if len(exchanges) == 1:
+            _client_writes(path, "saved-meanwhile", "rename")
+            done = real_exchange(first, second)
+            path.unlink()  # the client removes its config, the merge in it
+            return done
+        return real_exchange(first, second)
+
+    real_exchange = client_configs._exchange
+    monkeypatch.setattr(client_configs, "_exchange", exchange)
+    with pytest.raises(ConnectError) as refused:
+        write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
+    kept = exchanges[0]
+    assert f"the file it held is kept at {kept}" in str(refused.value), refused.value
+    assert json.loads(kept.read_text()) == {"theme": "dark", "saved-meanwhile": True}
 
 
 @needs_another_user
