@@ -386,10 +386,12 @@ def _warned(warnings: list[dict[str, str]]) -> str:
     return f", {len(warnings)} of them by a path a farm that moves files may not find (path_warnings say why)"
 
 
-def _absolute(raw: str, what: str) -> Path:
+def _absolute(raw: str, what: str, *, resolved: bool = True) -> Path:
+    """`raw` as an absolute path (`~` expanded); not `resolved`: its links kept, for each to be judged on the way."""
     if "\0" in raw or not os.path.isabs(os.path.expanduser(raw)):
         raise ToolError(f"{what} must be an absolute path: {raw[:200]!r}. Nothing was written", state="invalid_path")
-    return Path(os.path.realpath(os.path.expanduser(raw)))
+    expanded = os.path.expanduser(raw)
+    return Path(os.path.realpath(expanded) if resolved else os.path.abspath(expanded))
 
 
 def _output_folder(raw: str, in_blend_folder: bool) -> Path:
@@ -416,11 +418,7 @@ def _bundle_folder(raw: str) -> tuple[Path, bool]:
     this user may change it or any folder on the way, and a link on the way is one this user or root made
     (owner_files.folders): else another user could edit the template `farm run` runs, or swap the folder for a link
     while the bundle is written. Another user's is `unsafe_folder`, and nothing is written."""
-    if "\0" in raw or not os.path.isabs(os.path.expanduser(raw)):
-        raise ToolError(
-            f"bundle_folder must be an absolute path: {raw[:200]!r}. Nothing was written", state="invalid_path"
-        )
-    folder = Path(os.path.abspath(os.path.expanduser(raw)))  # not resolved: each link on the way is judged
+    folder = _absolute(raw, "bundle_folder", resolved=False)
     if os.path.lexists(folder) and not os.path.islink(folder) and not folder.is_dir():
         raise _not_empty(folder)
     try:
