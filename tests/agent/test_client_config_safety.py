@@ -237,11 +237,13 @@ def test_a_file_displaced_by_the_exchange_that_cannot_be_read_is_given_back_and_
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the exchange is Linux's renameat2")
-def test_a_put_back_that_fails_says_where_each_file_is_and_removes_neither(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("then", ["the put-back fails", "the client removes its config"])
+def test_a_save_displaced_by_the_exchange_that_cannot_get_its_name_back_is_kept_and_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, then: str
 ) -> None:
-    """A client saved between the last look and the exchange, and giving its file back failed: its save is then
-    in the only other copy, which is kept and named."""
+    """A client saved between the last look and the exchange; then giving its file its name back fails (a disk
+    error), or there is no name to give (the client removed its config right after the exchange). Its save is then
+    in the only other copy, which is kept and named: never removed under "nothing was changed"."""
     path = tmp_path / "settings.json"
     path.write_text('{"theme": "dark"}')
     exchanges: list[Path] = []
@@ -250,36 +252,12 @@ def test_a_put_back_that_fails_says_where_each_file_is_and_removes_neither(
         exchanges.append(first)
         if len(exchanges) == 1:
             _client_writes(path, "saved-meanwhile", "rename")  # just before our exchange, as a client can
-            return real_exchange(first, second)
-        raise OSError(errno.EIO, os.strerror(errno.EIO), str(second))
-
-    real_exchange = client_configs._exchange
-    monkeypatch.setattr(client_configs, "_exchange", exchange)
-    with pytest.raises(ConnectError) as refused:
-        write_entry(CLIENTS["gemini"], LAUNCH, path, now=NOW)
-    kept = exchanges[0]
-    assert f"the file it held is kept at {kept}" in str(refused.value)
-    assert json.loads(kept.read_text()) == {"theme": "dark", "saved-meanwhile": True}
-    assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
-
-
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the exchange is Linux's renameat2")
-def test_a_config_removed_right_after_the_exchange_keeps_the_save_it_displaced_and_says_where(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A client saved just before the exchange and removed the config just after it: its save, displaced by the
-    exchange, cannot be given its name back (there is none), so it is kept and named, never "nothing was changed"."""
-    path = tmp_path / "settings.json"
-    path.write_text('{"theme": "dark"}')
-    exchanges: list[Path] = []
-
-    def exchange(first: Path, second: Path) -> bool:
-        exchanges.append(first)
-        if len(exchanges) == 1:
-            _client_writes(path, "saved-meanwhile", "rename")
             done = real_exchange(first, second)
-            path.unlink()  # the client removes its config, the merge in it
+            if then == "the client removes its config":
+                path.unlink()
             return done
+        if then == "the put-back fails":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(second))
         return real_exchange(first, second)
 
     real_exchange = client_configs._exchange
@@ -289,6 +267,8 @@ def test_a_config_removed_right_after_the_exchange_keeps_the_save_it_displaced_a
     kept = exchanges[0]
     assert f"the file it held is kept at {kept}" in str(refused.value), refused.value
     assert json.loads(kept.read_text()) == {"theme": "dark", "saved-meanwhile": True}
+    if then == "the put-back fails":
+        assert json.loads(path.read_text())["mcpServers"]["blender"]["command"] == COMMAND
 
 
 @needs_another_user
