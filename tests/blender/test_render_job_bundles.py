@@ -172,6 +172,17 @@ def test_each_check_a_farm_fails_late_on_is_a_named_state_that_writes_nothing(
     assert not os.listdir(tmp_path / "frames")
 
 
+def test_a_relative_bundle_folder_is_invalid_path_and_nothing_is_written(
+    export: Callable[..., dict[str, Any]], errors: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Relative to what? Blender's working folder is nothing the agent sees: refused, even where it would resolve."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(errors.ToolError) as refused:
+        export(bundle_folder="bundle")
+    assert refused.value.state == "invalid_path" and "Nothing was written" in str(refused.value), refused.value
+    assert not (tmp_path / "bundle").exists()
+
+
 def test_with_no_bundle_folder_named_each_bundle_goes_to_a_new_owner_only_folder_of_the_bridges(
     export: Callable[..., dict[str, Any]], jobs: Path
 ) -> None:
